@@ -1,0 +1,30 @@
+# Exact pins live here only; the package itself keeps loose lower bounds.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_PIN := torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first and pinned, so nothing later re-resolves it to a multi-GB CUDA build.
+	$(BIN)/pip install --quiet $(TORCH_PIN)
+	$(BIN)/pip install --quiet $(TORCH_PIN) -e '.[transformers,test]'
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/textorch demo
+
+test: install
+	$(BIN)/python -m pytest -q -x --durations=15
+
+bench: install
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,76 @@
+"""Shared fixtures: tiny corpora written on the fly and the location of ../shared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Keep hypothesis' example cache out of the working tree (tests write only under tmp dirs).
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("TMPDIR", "/tmp")) / "textorch-hypothesis"))
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir(kind: str) -> Path:
+    """``../shared/<kind>`` beside the checkout, or the directory named by an env variable."""
+    env = {"data": "TEXTORCH_SHARED_DATA", "embeddings": "TEXTORCH_SHARED_EMBEDDINGS"}[kind]
+    return Path(os.environ.get(env, REPO.parent / "shared" / kind))
+
+
+def require_shared(relative: str, kind: str = "data") -> Path:
+    path = shared_dir(kind) / relative
+    if not path.exists():
+        pytest.skip(f"{path} not found: real-data test needs ../shared (or set TEXTORCH_SHARED_{kind.upper()})")
+    return path
+
+
+GROBID_LINES = [
+    ("June", ["june", "LINESTART", "INITCAP", "NOPUNCT"], "I-<month>"),
+    ("12", ["12", "LINEIN", "NOCAPS", "NOPUNCT"], "I-<day>"),
+    (",", [",", "LINEIN", "ALLCAP", "COMMA"], "I-<other>"),
+    ("2005", ["2005", "LINEEND", "NOCAPS", "NOPUNCT"], "I-<year>"),
+]
+
+
+def write_tiny_grobid(path: Path, n: int = 40) -> Path:
+    """A small GROBID-style date file with 4 feature columns, varied enough to learn from."""
+    months = ["June", "May", "March", "July", "Jan"]
+    lines = []
+    for i in range(n):
+        month, day, year = months[i % 5], str(1 + i % 28), str(1990 + i % 30)
+        rows = [(month, "I-<month>"), (day, "I-<day>"), (",", "I-<other>"), (year, "I-<year>")]
+        if i % 3 == 0:
+            rows = [(day, "I-<day>"), (month, "I-<month>"), (year, "I-<year>")]
+        for j, (token, label) in enumerate(rows):
+            position = "LINESTART" if j == 0 else ("LINEEND" if j == len(rows) - 1 else "LINEIN")
+            caps = "INITCAP" if token[0].isupper() else "NOCAPS"
+            punct = "COMMA" if token == "," else "NOPUNCT"
+            lines.append(f"{token} {token.lower()} {position} {caps} {punct} {label}")
+        lines.append("")
+        lines.append(" ")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_tiny_conll(path: Path, n: int = 40) -> Path:
+    """A small 4-column IOB1 CoNLL file."""
+    people = ["John", "Mary", "Peter", "Anna"]
+    places = ["Paris", "Berlin", "Rome", "Madrid"]
+    lines = ["-DOCSTART- -X- O O", ""]
+    for i in range(n):
+        person, place = people[i % 4], places[(i // 4) % 4]
+        lines += [f"{person} NNP I-NP I-PER", "lives VBZ I-VP O", "in IN I-PP O", f"{place} NNP I-NP I-LOC", ". . O O", ""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_grobid(tmp_path: Path) -> Path:
+    return write_tiny_grobid(tmp_path / "tiny-date.train")
+
+
+@pytest.fixture
+def tiny_conll(tmp_path: Path) -> Path:
+    return write_tiny_conll(tmp_path / "tiny.conll")

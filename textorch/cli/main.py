@@ -1,0 +1,53 @@
+"""``textorch`` entry point: parse, dispatch, and turn library errors into one-line messages."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from textorch import __version__
+from textorch.errors import TextorchError
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from textorch.cli import demo, seq
+
+    parser = argparse.ArgumentParser(
+        prog="textorch",
+        description="Sequence labelling and text classification with PyTorch, on one CPU, one GPU or many.",
+    )
+    parser.add_argument("--version", action="version", version=f"textorch {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+    demo.register(groups)
+    seq.register(groups)
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    """Logging to stderr so stdout carries results only."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("textorch")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return int(args.run(args) or 0)
+    except TextorchError as exc:
+        print(f"textorch: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("textorch: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

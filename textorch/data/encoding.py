@@ -1,0 +1,137 @@
+"""Turning token sequences into index arrays, once, before training or tagging.
+
+Encoding is done a single time per corpus (not per epoch) so the training loop only pads
+ready-made arrays.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from textorch.data.corpus import TokenSequence
+from textorch.data.vocab import Vocabulary
+
+CASING_CLASSES = ("<pad>", "numeric", "mostly_numeric", "lower", "upper", "initial_upper", "has_digit", "other")
+
+
+def casing_class(token: str) -> int:
+    """Coarse shape of a token (DeLFT's casing input), as an index into ``CASING_CLASSES``."""
+    digits = sum(ch.isdigit() for ch in token)
+    if token.isdigit():
+        return 1
+    if digits / max(len(token), 1) > 0.5:
+        return 2
+    if token.islower():
+        return 3
+    if token.isupper():
+        return 4
+    if token[:1].isupper():
+        return 5
+    if digits:
+        return 6
+    return 7
+
+
+@dataclass
+class EncodedSequence:
+    """Index arrays of one sequence; ``word_ids`` index a :class:`WordTable`."""
+
+    char_ids: np.ndarray  # (L, C) int64, 0-padded on the right
+    casing_ids: np.ndarray  # (L,)
+    feature_ids: np.ndarray | None  # (L, F)
+    label_ids: np.ndarray | None  # (L,)
+    word_ids: np.ndarray | None  # (L,)
+
+    def __len__(self) -> int:
+        return len(self.casing_ids)
+
+
+class SequenceEncoder:
+    """Vocabularies of characters, labels and feature values, and the encoding they define."""
+
+    def __init__(
+        self,
+        chars: Vocabulary,
+        labels: Vocabulary,
+        features: list[Vocabulary],
+        feature_columns: list[int],
+        max_char_length: int = 30,
+    ) -> None:
+        self.chars = chars
+        self.labels = labels
+        self.features = features
+        self.feature_columns = feature_columns
+        self.max_char_length = max_char_length
+
+    @classmethod
+    def fit(
+        cls, sequences: list[TokenSequence], feature_columns: list[int], max_char_length: int = 30
+    ) -> "SequenceEncoder":
+        char_counts: Counter = Counter()
+        label_counts: Counter = Counter()
+        feature_counts: list[Counter] = [Counter() for _ in feature_columns]
+        for sequence in sequences:
+            for token in sequence.tokens:
+                char_counts.update(token[:max_char_length])
+            if sequence.labels:
+                label_counts.update(sequence.labels)
+            for token_features in sequence.features or ():
+                for slot, column in enumerate(feature_columns):
+                    feature_counts[slot][token_features[column]] += 1
+        # "O" first so that label id 0 is the neutral label used for padded positions.
+        labels = sorted(label_counts, key=lambda lab: (lab != "O", lab[2:], lab))
+        return cls(
+            chars=Vocabulary.from_counts(char_counts),
+            labels=Vocabulary(labels, with_specials=False),
+            features=[Vocabulary.from_counts(counts) for counts in feature_counts],
+            feature_columns=list(feature_columns),
+            max_char_length=max_char_length,
+        )
+
+    def encode(self, sequence: TokenSequence, with_labels: bool = True) -> EncodedSequence:
+        tokens = sequence.tokens
+        length = len(tokens)
+        width = max([min(len(t), self.max_char_length) for t in tokens] + [1])
+        char_ids = np.zeros((length, width), dtype=np.int64)
+        char_id = self.chars.id
+        for position, token in enumerate(tokens):
+            row = [char_id(ch) for ch in token[: self.max_char_length]]
+            char_ids[position, : len(row)] = row
+        casing_ids = np.fromiter((casing_class(t) for t in tokens), dtype=np.int64, count=length)
+        feature_ids = None
+        if self.feature_columns:
+            feature_ids = np.zeros((length, len(self.feature_columns)), dtype=np.int64)
+            for position, token_features in enumerate(sequence.features or ()):
+                for slot, column in enumerate(self.feature_columns):
+                    feature_ids[position, slot] = self.features[slot].id(token_features[column])
+        label_ids = None
+        if with_labels and sequence.labels is not None:
+            label_ids = np.asarray(self.label_ids(sequence.labels, sequence), dtype=np.int64)
+        return EncodedSequence(char_ids, casing_ids, feature_ids, label_ids, None)
+
+    def label_ids(self, labels: list[str], sequence: TokenSequence) -> list[int]:
+        """Map labels to ids; labels never seen in training map to "O" (id 0) for evaluation."""
+        index = self.labels._index
+        return [index.get(label, 0) for label in labels]
+
+    def to_json(self) -> dict:
+        return {
+            "chars": self.chars.to_json(),
+            "labels": self.labels.to_json(),
+            "features": [vocab.to_json() for vocab in self.features],
+            "feature_columns": self.feature_columns,
+            "max_char_length": self.max_char_length,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SequenceEncoder":
+        return cls(
+            chars=Vocabulary.from_json(data["chars"]),
+            labels=Vocabulary.from_json(data["labels"]),
+            features=[Vocabulary.from_json(v) for v in data["features"]],
+            feature_columns=[int(c) for c in data["feature_columns"]],
+            max_char_length=int(data["max_char_length"]),
+        )

@@ -1,0 +1,60 @@
+"""Writers for tagged corpora, in the style of the file they were read from.
+
+Predictions arrive in IOB2 (the library's only internal scheme). CoNLL output stays IOB2, the
+scheme seqeval and conlleval-style tools expect; GROBID output goes back to GROBID's own
+convention so that GROBID can read it as if its CRF had produced it.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from textorch.data.corpus import Corpus
+from textorch.data.tags import iob2_to_grobid
+
+
+def _check_alignment(corpus: Corpus, predicted: list[list[str]]) -> None:
+    """A prediction that does not line up with its tokens is a bug upstream: fail loudly."""
+    if len(predicted) != len(corpus.sequences):
+        raise ValueError(f"{len(predicted)} predicted sequences for {len(corpus.sequences)} "
+                         "input sequences")
+    for index, (sequence, tags) in enumerate(zip(corpus.sequences, predicted)):
+        if len(tags) != len(sequence.tokens):
+            raise ValueError(f"sequence {index}: {len(tags)} predicted tags for "
+                             f"{len(sequence.tokens)} tokens")
+
+
+def write_conll(corpus: Corpus, predicted: list[list[str]], out: TextIO) -> None:
+    """Write ``token [gold] predicted`` per line, space separated, a blank line after each sequence.
+
+    The gold column (IOB2) is written only when the corpus has gold labels, so the output of an
+    evaluation run can be scored again by any tool that compares the last two columns. Other
+    input columns (POS, chunk) and document markers are not written back.
+    """
+    _check_alignment(corpus, predicted)
+    for sequence, tags in zip(corpus.sequences, predicted):
+        gold = sequence.labels
+        if gold is not None:
+            lines = [f"{token} {g} {p}\n" for token, g, p in zip(sequence.tokens, gold, tags)]
+        else:
+            lines = [f"{token} {p}\n" for token, p in zip(sequence.tokens, tags)]
+        out.write("".join(lines))
+        out.write("\n")
+
+
+def write_grobid(corpus: Corpus, predicted: list[list[str]], out: TextIO) -> None:
+    """Write each token's original fields then its predicted GROBID label, single-space separated.
+
+    This is the layout GROBID produces after CRF labelling (features followed by the label), so
+    its own result parsers can consume the output. Each sequence is followed by a blank line.
+    """
+    _check_alignment(corpus, predicted)
+    for sequence, tags in zip(corpus.sequences, predicted):
+        labels = iob2_to_grobid(tags)
+        features = sequence.features or [[] for _ in sequence.tokens]
+        lines = [
+            " ".join([token, *feats, label]) + "\n"
+            for token, feats, label in zip(sequence.tokens, features, labels)
+        ]
+        out.write("".join(lines))
+        out.write("\n")

@@ -1,0 +1,34 @@
+"""Pre-trained static word embeddings (GloVe, word2vec, fastText) behind an LMDB cache."""
+
+from textorch.embeddings.cache import ENV_CACHE_DIR, resolve_cache_dir
+from textorch.embeddings.registry import (
+    ENV_REGISTRY,
+    EmbeddingSource,
+    load_registry,
+    registry_location,
+    resolve_spec,
+)
+from textorch.embeddings.static import (
+    FileFormat,
+    StaticEmbeddings,
+    VectorFileReader,
+    fingerprint_file,
+    open_embeddings,
+    sniff_format,
+)
+
+__all__ = [
+    "ENV_CACHE_DIR",
+    "ENV_REGISTRY",
+    "EmbeddingSource",
+    "FileFormat",
+    "StaticEmbeddings",
+    "VectorFileReader",
+    "fingerprint_file",
+    "load_registry",
+    "open_embeddings",
+    "registry_location",
+    "resolve_cache_dir",
+    "resolve_spec",
+    "sniff_format",
+]

@@ -1,0 +1,147 @@
+"""The model directory: ``config.json``, ``vocab.json`` and ``model.safetensors``.
+
+Written atomically: everything goes to a temporary sibling directory which is then renamed
+over the target, so an interrupted save leaves either the old model or the new one, never a
+mix. Weights are safetensors (no pickle); the config records a format version and the
+SHA-256 of the weights file so truncation or tampering is reported, not loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from textorch import __version__
+from textorch.errors import ModelFormatError
+
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_writable(target: str | Path) -> None:
+    """Fail before a long training run, not after it, when the output cannot be written."""
+    parent = Path(target).resolve().parent
+    probe_dir = parent
+    while not probe_dir.exists():
+        probe_dir = probe_dir.parent
+    if not os.access(probe_dir, os.W_OK | os.X_OK):
+        raise ModelFormatError(f"{target}: cannot write the model here ({probe_dir} is not writable)")
+    if Path(target).exists() and not Path(target).is_dir():
+        raise ModelFormatError(f"{target}: exists and is not a directory")
+
+
+def save_model_dir(
+    target: str | Path,
+    config: dict,
+    vocab: dict,
+    state_dict: dict[str, torch.Tensor],
+    extra_files: dict[str, str | bytes] | None = None,
+) -> Path:
+    """Write a complete model directory at ``target``, replacing any previous one atomically."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
+        save_file(tensors, str(tmp / WEIGHTS_FILE))
+        full_config = {
+            "format_version": FORMAT_VERSION,
+            "textorch_version": __version__,
+            **config,
+            "weights_sha256": _sha256(tmp / WEIGHTS_FILE),
+        }
+        (tmp / CONFIG_FILE).write_text(json.dumps(full_config, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        (tmp / VOCAB_FILE).write_text(json.dumps(vocab, ensure_ascii=False) + "\n", encoding="utf-8")
+        for name, content in (extra_files or {}).items():
+            path = tmp / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content, encoding="utf-8")
+        _fsync_dir(tmp)
+        old = None
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(target, old)
+        os.rename(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _fsync_dir(directory: Path) -> None:
+    for path in directory.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+
+
+def read_model_config(directory: str | Path) -> dict:
+    """``config.json`` checked for presence, JSON validity and a supported format version."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ModelFormatError(f"{directory}: not a model directory (it does not exist)")
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: missing; {directory} is not a textorch model directory")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFormatError(f"{path}: not valid JSON ({exc})") from None
+    version = config.get("format_version")
+    if not isinstance(version, int):
+        raise ModelFormatError(f"{path}: no format_version; not a textorch model config")
+    if version > FORMAT_VERSION:
+        raise ModelFormatError(
+            f"{path}: model format version {version} is newer than this textorch {__version__} "
+            f"supports ({FORMAT_VERSION}); upgrade textorch"
+        )
+    return config
+
+
+def load_model_dir(directory: str | Path) -> tuple[dict, dict, dict[str, torch.Tensor]]:
+    """Config, vocabularies and weights of a model directory, integrity-checked."""
+    directory = Path(directory)
+    config = read_model_config(directory)
+    vocab_path = directory / VOCAB_FILE
+    try:
+        vocab = json.loads(vocab_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelFormatError(f"{vocab_path}: missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFormatError(f"{vocab_path}: not valid JSON ({exc})") from None
+    weights_path = directory / WEIGHTS_FILE
+    if not weights_path.is_file():
+        raise ModelFormatError(f"{weights_path}: missing")
+    expected = config.get("weights_sha256")
+    if expected and _sha256(weights_path) != expected:
+        raise ModelFormatError(
+            f"{weights_path}: checksum does not match config.json (file truncated or modified)"
+        )
+    try:
+        state_dict = load_file(str(weights_path))
+    except Exception as exc:  # safetensors raises several types for corrupt files
+        raise ModelFormatError(f"{weights_path}: cannot read weights ({exc})") from None
+    return config, vocab, state_dict

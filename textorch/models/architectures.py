@@ -1,0 +1,99 @@
+"""Named architectures (DeLFT's names) as compositions of parts, with versioned builders.
+
+A saved model records ``architecture`` and ``builder`` (e.g. ``"rnn_tagger.v1"``); a later
+release may add ``rnn_tagger.v2`` but keeps v1 so that every model directory stays loadable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from textorch.data.encoding import CASING_CLASSES
+from textorch.errors import ConfigError
+from textorch.models.embedders import (
+    CasingEmbedder,
+    CharBiLSTMEmbedder,
+    CharCNNEmbedder,
+    FeatureEmbedder,
+    WordVectorEmbedder,
+)
+from textorch.models.encoders import RecurrentEncoder
+from textorch.models.heads import CRFHead, SoftmaxHead
+from textorch.models.tagger import SequenceTagger
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Which parts a named architecture combines."""
+
+    name: str
+    description: str
+    char_encoder: str = "lstm"  # "lstm" | "cnn" | "none"
+    casing: bool = False
+    features: bool = False
+    cell: str = "lstm"  # word-level encoder cell
+    head: str = "crf"  # "crf" | "softmax"
+    builder: str = "rnn_tagger.v1"
+
+
+_ARCHITECTURES = [
+    Architecture("BidLSTM", "word vectors + char BiLSTM -> BiLSTM -> softmax", head="softmax"),
+    Architecture("BidLSTM_CRF", "word vectors + char BiLSTM -> BiLSTM -> CRF (Lample et al.)"),
+    Architecture("BidLSTM_ChainCRF", "same as BidLSTM_CRF (one CRF implementation serves both names)"),
+    Architecture("BidLSTM_CNN", "word vectors + char CNN -> BiLSTM -> softmax", char_encoder="cnn", head="softmax"),
+    Architecture("BidLSTM_CNN_CRF", "word vectors + char CNN -> BiLSTM -> CRF (Ma and Hovy)", char_encoder="cnn"),
+    Architecture("BidGRU_CRF", "word vectors + char BiLSTM -> BiGRU -> CRF", cell="gru"),
+    Architecture("BidLSTM_CRF_CASING", "BidLSTM_CRF plus a casing embedding", casing=True),
+    Architecture("BidLSTM_CRF_FEATURES", "BidLSTM_CRF plus categorical feature columns (GROBID)", features=True),
+    Architecture(
+        "BidLSTM_ChainCRF_FEATURES", "same as BidLSTM_CRF_FEATURES (one CRF implementation)", features=True
+    ),
+]
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in _ARCHITECTURES}
+
+
+def get_architecture(name: str) -> Architecture:
+    try:
+        return ARCHITECTURES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown architecture {name!r}; choose one of: {', '.join(ARCHITECTURES)}"
+        ) from None
+
+
+def build_rnn_tagger_v1(
+    architecture: Architecture,
+    n_chars: int,
+    n_labels: int,
+    feature_vocab_sizes: list[int],
+    word_dim: int,
+    char_dim: int = 25,
+    char_hidden: int = 25,
+    word_hidden: int = 100,
+    feature_dim: int = 4,
+    feature_output_dim: int = 32,
+    dropout: float = 0.5,
+) -> SequenceTagger:
+    """Build from flat arguments; ``word_dim == 0`` means no pre-trained word vectors."""
+    embedders: list[nn.Module] = []
+    if word_dim > 0:
+        embedders.append(WordVectorEmbedder(word_dim))
+    if architecture.char_encoder == "lstm":
+        embedders.append(CharBiLSTMEmbedder(n_chars, char_dim, char_hidden))
+    elif architecture.char_encoder == "cnn":
+        embedders.append(CharCNNEmbedder(n_chars, char_dim, filters=2 * char_hidden))
+    if architecture.casing:
+        embedders.append(CasingEmbedder(len(CASING_CLASSES)))
+    if architecture.features:
+        if not feature_vocab_sizes:
+            raise ConfigError(
+                f"{architecture.name} needs categorical feature columns, but the training data has none "
+                "(use a GROBID-format file, or an architecture without _FEATURES)"
+            )
+        embedders.append(FeatureEmbedder(feature_vocab_sizes, feature_dim, feature_output_dim))
+    input_dim = sum(e.output_dim for e in embedders)
+    encoder = RecurrentEncoder(input_dim, word_hidden, cell=architecture.cell)
+    head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
+    return SequenceTagger(nn.ModuleList(embedders), encoder, head_class(encoder.output_dim, n_labels), dropout)

@@ -1,0 +1,196 @@
+"""Linear-chain conditional random field over per-token tag scores.
+
+A CRF output layer lets a tagger score whole label sequences instead of each token on
+its own, so that it learns which tag transitions are plausible (``I-PER`` after ``B-PER``,
+not after ``B-LOC``). Everything here works in log space and on a batch at once.
+
+Conventions shared by every method:
+
+* ``emissions`` is ``(B, L, T)``: batch first, then time, then tag scores.
+* ``mask`` is ``(B, L)`` and left-aligned: a sequence's valid positions are a prefix of
+  length >= 1. Values at padded positions (emissions or tags) never change a result.
+* Computations run in ``float64`` when the emissions are ``float64`` and in ``float32``
+  otherwise (half precision is promoted, because a log-partition summed over hundreds of
+  steps loses too much in 16 bits).
+
+Why a Python loop over time is acceptable: each step is a handful of batched ``(B, T, T)``
+tensor operations, and T (the number of tags) is small, tens at most. The loop runs L
+times, not B * L, so the cost per step is a few kernel launches whatever the batch size;
+the dependency between consecutive steps would prevent parallelising over time anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+_INIT_RANGE = 0.1
+
+
+class CRF(nn.Module):
+    """Linear-chain CRF with start, end and tag-to-tag transition scores.
+
+    ``transitions[i, j]`` is the score of moving from tag ``i`` to tag ``j``. The start and
+    end scores let the model learn that some tags cannot open or close a sequence (an
+    ``I-`` tag at the start, for instance) without reserving extra tags for the borders.
+    """
+
+    def __init__(self, num_tags: int) -> None:
+        super().__init__()
+        if num_tags < 1:
+            raise ValueError(f"num_tags must be >= 1, got {num_tags}")
+        self.num_tags = num_tags
+        self.transitions = nn.Parameter(torch.empty(num_tags, num_tags))
+        self.start_transitions = nn.Parameter(torch.empty(num_tags))
+        self.end_transitions = nn.Parameter(torch.empty(num_tags))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Start near zero so that emissions dominate early training, before the
+        transitions have learnt anything; small noise breaks the symmetry between tags."""
+        for param in (self.transitions, self.start_transitions, self.end_transitions):
+            nn.init.uniform_(param, -_INIT_RANGE, _INIT_RANGE)
+
+    def extra_repr(self) -> str:
+        return f"num_tags={self.num_tags}"
+
+    # ------------------------------------------------------------------ public API
+
+    def neg_log_likelihood(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
+        """Per-sequence ``log Z - score(gold)``, shape ``(B,)``.
+
+        Returned unreduced so that the caller chooses between sum and mean (and can weight
+        sequences) without the layer guessing.
+        """
+        em, mask = self._prepare(emissions, mask)
+        if tags.shape != mask.shape:
+            raise ValueError(f"tags shape {tuple(tags.shape)} != mask shape {tuple(mask.shape)}")
+        trans, start, end = self._params(em.dtype)
+        alphas = self._forward_alphas(em, mask, trans, start)
+        log_z = torch.logsumexp(alphas[:, -1] + end, dim=-1)
+        return log_z - self._gold_score(em, tags, mask, trans, start, end)
+
+    def decode(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Viterbi best paths ``(B, L)`` (0 beyond each length) and their scores ``(B,)``."""
+        em, mask = self._prepare(emissions, mask)
+        trans, start, end = self._params(em.dtype)
+        batch, length, num_tags = em.shape
+        identity = torch.arange(num_tags, device=em.device).expand(batch, num_tags)
+
+        score = start + em[:, 0]
+        backpointers: list[Tensor] = []
+        for t in range(1, length):
+            # best[b, j] = max_i score[b, i] + trans[i, j]
+            best, best_prev = (score.unsqueeze(2) + trans).max(dim=1)
+            step_mask = mask[:, t].unsqueeze(1)
+            score = torch.where(step_mask, best + em[:, t], score)
+            # At padded steps the pointer is the identity: the backtrack then walks
+            # through the padding unchanged and reaches each sequence's true last tag
+            # without any per-sequence indexing.
+            backpointers.append(torch.where(step_mask, best_prev, identity))
+
+        best_score, current = (score + end).max(dim=1)
+        path = [current]
+        for pointers in reversed(backpointers):
+            current = pointers.gather(1, current.unsqueeze(1)).squeeze(1)
+            path.append(current)
+        path.reverse()
+        paths = torch.stack(path, dim=1).masked_fill(~mask, 0)
+        return paths, best_score
+
+    def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
+        """Posterior ``P(y_t = k | x)`` per position, ``(B, L, T)``, zero at padding.
+
+        Gives each predicted tag (and hence each entity) a calibrated confidence, which
+        the Viterbi score alone cannot: it is unnormalised and grows with length.
+        """
+        em, mask = self._prepare(emissions, mask)
+        trans, start, end = self._params(em.dtype)
+        alphas = self._forward_alphas(em, mask, trans, start)
+        betas = self._backward_betas(em, mask, trans, end)
+        log_z = torch.logsumexp(alphas[:, -1] + end, dim=-1)
+        log_marg = alphas + betas - log_z[:, None, None]
+        return log_marg.exp().masked_fill(~mask.unsqueeze(2), 0.0)
+
+    # ------------------------------------------------------------------ internals
+
+    def _prepare(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Validate shapes and neutralise padding once, so that no later step can leak
+        a padded value (even NaN or inf) into a result or a gradient."""
+        if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
+            raise ValueError(
+                f"emissions must be (batch, length, {self.num_tags}), got {tuple(emissions.shape)}"
+            )
+        if mask.shape != emissions.shape[:2]:
+            raise ValueError(
+                f"mask shape {tuple(mask.shape)} != emissions (batch, length) "
+                f"{tuple(emissions.shape[:2])}"
+            )
+        if emissions.size(1) == 0:
+            raise ValueError("sequences must have length >= 1")
+        mask = mask.to(device=emissions.device, dtype=torch.bool)
+        dtype = torch.promote_types(emissions.dtype, torch.float32)
+        em = emissions.to(dtype).masked_fill(~mask.unsqueeze(2), 0.0)
+        return em, mask
+
+    def _params(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+        """Cast parameters to the computation dtype; the cast is differentiable, so a
+        float32 module still trains from float64 emissions."""
+        return (
+            self.transitions.to(dtype),
+            self.start_transitions.to(dtype),
+            self.end_transitions.to(dtype),
+        )
+
+    @staticmethod
+    def _forward_alphas(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor) -> Tensor:
+        """Log forward variables ``(B, L, T)``: alpha[b, t, j] sums the scores of all
+        prefixes ending in tag j at t. Past a sequence's end the last value is carried
+        over, so ``alphas[:, -1]`` is every sequence's final alpha whatever its length."""
+        alpha = start + em[:, 0]
+        alphas = [alpha]
+        for t in range(1, em.size(1)):
+            step = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + em[:, t]
+            alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
+            alphas.append(alpha)
+        return torch.stack(alphas, dim=1)
+
+    @staticmethod
+    def _backward_betas(em: Tensor, mask: Tensor, trans: Tensor, end: Tensor) -> Tensor:
+        """Log backward variables ``(B, L, T)``: beta[b, t, i] sums the scores of all
+        suffixes after tag i at t, end score included. A step is taken only where the
+        next position is valid, so beta equals the end score at each sequence's last
+        position (and beyond) with one shared loop for all lengths."""
+        batch, length, num_tags = em.shape
+        beta = end.expand(batch, num_tags)
+        betas = [beta]
+        for t in range(length - 2, -1, -1):
+            nxt = (em[:, t + 1] + beta).unsqueeze(1)  # (B, 1, T): indexed by next tag j
+            step = torch.logsumexp(trans + nxt, dim=2)
+            beta = torch.where(mask[:, t + 1].unsqueeze(1), step, beta)
+            betas.append(beta)
+        betas.reverse()
+        return torch.stack(betas, dim=1)
+
+    @staticmethod
+    def _gold_score(
+        em: Tensor, tags: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor
+    ) -> Tensor:
+        """Unnormalised score of the given tag sequences, ``(B,)``. Padded tags (which
+        may be -100 or anything else) are replaced by 0 before any indexing and their
+        contributions are then dropped."""
+        tags = tags.to(em.device).long().masked_fill(~mask, 0)
+        zero = em.new_zeros(())
+        emit = em.gather(2, tags.unsqueeze(2)).squeeze(2)
+        score = torch.where(mask, emit, zero).sum(dim=1)
+        score = score + start[tags[:, 0]]
+        if tags.size(1) > 1:
+            step = trans[tags[:, :-1], tags[:, 1:]]
+            score = score + torch.where(mask[:, 1:], step, zero).sum(dim=1)
+        last = mask.long().sum(dim=1).clamp(min=1) - 1
+        last_tags = tags.gather(1, last.unsqueeze(1)).squeeze(1)
+        return score + end[last_tags]

@@ -1,0 +1,43 @@
+"""The sequence-labelling model: embedders -> dropout -> encoder -> dropout -> head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from textorch.data.batching import Batch
+
+
+@dataclass
+class TaggerOutput:
+    loss: torch.Tensor | None  # (B,) per-sequence loss, when labels are present
+    hidden: torch.Tensor  # (B, L, H)
+
+
+class SequenceTagger(nn.Module):
+    """The one model class of every non-transformer architecture; parts are passed in."""
+
+    def __init__(self, embedders: nn.ModuleList, encoder: nn.Module, head: nn.Module, dropout: float) -> None:
+        super().__init__()
+        self.embedders = embedders
+        self.encoder = encoder
+        self.head = head
+        self.dropout = nn.Dropout(dropout)
+
+    def encode(self, batch: Batch) -> torch.Tensor:
+        x = torch.cat([embedder(batch) for embedder in self.embedders], dim=-1)
+        h = self.encoder(self.dropout(x), batch.mask, batch.lengths)
+        return self.dropout(h)
+
+    def forward(self, batch: Batch) -> TaggerOutput:
+        hidden = self.encode(batch)
+        loss = None
+        if batch.label_ids is not None:
+            loss = self.head.loss(hidden, batch.label_ids, batch.mask)
+        return TaggerOutput(loss=loss, hidden=hidden)
+
+    def decode(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Label ids (B, L) and per-token confidence (B, L)."""
+        return self.head.decode(self.encode(batch), batch.mask)

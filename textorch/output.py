@@ -1,0 +1,55 @@
+"""Tagging results in DeLFT's JSON structure, which GROBID users already parse.
+
+One deliberate difference: ``endOffset`` is exclusive (``text[beginOffset:endOffset]`` is the
+entity), where DeLFT's was inclusive.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from textorch import __version__
+from textorch.data.corpus import TokenSequence
+from textorch.eval.metrics import extract_entities
+from textorch.labeler import Prediction
+
+
+def entities(sequence: TokenSequence, prediction: Prediction) -> list[dict]:
+    """Entities of one tagged text with character offsets and the mean token confidence."""
+    found = []
+    offsets = sequence.offsets
+    text = sequence.text
+    for label, start, end in extract_entities(prediction.labels):
+        entity: dict = {"class": label}
+        if offsets is not None and text is not None:
+            begin, finish = offsets[start][0], offsets[end - 1][1]
+            entity["text"] = text[begin:finish]
+            entity["beginOffset"], entity["endOffset"] = begin, finish
+        else:
+            entity["text"] = " ".join(sequence.tokens[start:end])
+            entity["beginToken"], entity["endToken"] = start, end
+        entity["score"] = round(sum(prediction.scores[start:end]) / (end - start), 6)
+        found.append(_ordered(entity))
+    return found
+
+
+def _ordered(entity: dict) -> dict:
+    order = ("text", "class", "score", "beginOffset", "endOffset", "beginToken", "endToken")
+    return {key: entity[key] for key in order if key in entity}
+
+
+def tagging_document(
+    model_name: str, sequences: list[TokenSequence], predictions: list[Prediction], runtime_s: float
+) -> dict:
+    """The whole JSON answer: software, model, date, runtime and one record per text."""
+    return {
+        "software": "textorch",
+        "version": __version__,
+        "model": model_name,
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "runtime": round(runtime_s, 3),
+        "texts": [
+            {"text": s.text if s.text is not None else " ".join(s.tokens), "entities": entities(s, p)}
+            for s, p in zip(sequences, predictions)
+        ],
+    }
