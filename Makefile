@@ -24,8 +24,9 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q -x --durations=15
 
+# Side by side with DeLFT 1.2.0 (its own venv under benchmarks/work/, made on first use); --quick: under 10 min.
 bench: install
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/bench_vs_delft.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

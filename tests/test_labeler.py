@@ -31,7 +31,7 @@ def test_save_load_gives_identical_predictions(tiny_grobid: Path, tmp_path: Path
     corpus = read_labelled(tiny_grobid)
     before = labeler.predict(corpus.sequences)
     target = labeler.save(tmp_path / "model")
-    assert sorted(p.name for p in target.iterdir()) == ["config.json", "model.safetensors", "vocab.json"]
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]
     loaded = SequenceLabeler.load(target)
     after = loaded.predict(corpus.sequences)
     assert [p.labels for p in before] == [p.labels for p in after]

@@ -1,3 +1,22 @@
-"""textorch: deep learning on text with PyTorch."""
+"""textorch: deep learning on text with PyTorch.
+
+``from textorch import SequenceLabeler, TextClassifier`` gives the Python API; they are imported
+on first use so that ``import textorch`` (the CLI's ``--version``, say) does not load torch.
+"""
+
+from __future__ import annotations
 
 __version__ = "0.1.0"
+
+__all__ = ["SequenceLabeler", "TextClassifier", "__version__"]
+
+_LAZY = {"SequenceLabeler": "textorch.labeler", "TextClassifier": "textorch.classifier"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'textorch' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

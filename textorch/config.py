@@ -29,13 +29,28 @@ class ModelConfig:
     dropout: float = 0.5
     max_char_length: int = 30
     """Characters of a token seen by the character encoder."""
+    transformer: str | None = None
+    """BERT family: local Hugging Face model directory, transformers-registry name or hub name."""
+    transformer_window: int = 0
+    """Sub-tokens per encoder window, special tokens included (0: the encoder's limit)."""
+    transformer_stride: int = 0
+    """Sub-tokens between the starts of consecutive windows (0: half a window)."""
+    transformer_dropout: float = 0.1
+    """Dropout on the BERT family's word vectors (``dropout`` is for the recurrent family)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.transformer_dropout < 1.0:
+            raise ConfigError(f"transformer_dropout must be in [0, 1), got {self.transformer_dropout}")
+        if self.transformer_window < 0 or self.transformer_stride < 0:
+            raise ConfigError("--transformer-window and --transformer-stride must be >= 0 (0: automatic)")
         for name in ("char_dim", "char_hidden", "word_hidden", "feature_dim", "feature_output_dim", "max_char_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,18 @@ class TrainConfig:
     seed: int = 42
     valid_fraction: float = 0.1
     """Share of the training data held out for early stopping when no --valid file is given."""
+    transformer_learning_rate: float = 5e-5
+    """BERT family: AdamW rate of the pre-trained encoder (``learning_rate`` drives the layers on top)."""
+    warmup_fraction: float = 0.1
+    """BERT family: share of the training steps with a linearly rising rate, before linear decay to 0."""
+    weight_decay: float = 0.01
+    """BERT family: AdamW weight decay of the encoder's weight matrices."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step: the global batch is processed in this many pieces."""
+    precision: str = "fp32"
+    """``fp32``, ``bf16`` (autocast, CPU or GPU) or ``fp16`` (autocast with a gradient scaler, GPU only)."""
+    tensorboard_dir: str | None = None
+    """Write TensorBoard event files here, one scalar set per epoch (needs the ``tensorboard`` package)."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -70,6 +97,20 @@ class TrainConfig:
             raise ConfigError(f"--max-sequence-length must be >= 0, got {self.max_sequence_length}")
         if not 0.0 < self.valid_fraction < 1.0:
             raise ConfigError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
+        if self.transformer_learning_rate <= 0:
+            raise ConfigError(f"--transformer-learning-rate must be > 0, got {self.transformer_learning_rate}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ConfigError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if not 1 <= self.grad_accum <= self.batch_size:
+            raise ConfigError(f"--grad-accum must be in 1..batch size ({self.batch_size}), got {self.grad_accum}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"unknown --precision {self.precision!r}; choose one of: {', '.join(PRECISIONS)}")
+
+    def micro_batch_size(self, world_size: int) -> int:
+        """Sequences one device processes at once (at most): global / (devices x accumulation)."""
+        return -(-self.batch_size // (world_size * self.grad_accum))
 
 
 @dataclass(frozen=True)

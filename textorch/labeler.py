@@ -14,19 +14,33 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from textorch.api import LabelerAPI, read_evaluation_corpus
 from textorch.config import DataConfig, ModelConfig, TrainConfig, from_dict, to_dict
 from textorch.data.batching import Batch, collate, sorted_batches
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import EncodedSequence, SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
 from textorch.data.splits import cut_long_sequences
+from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.eval.metrics import EntityCounts
-from textorch.models.architectures import build_rnn_tagger_v1, get_architecture
+from textorch.eval.metrics import EntityCounts, entity_labels
+from textorch.models.architectures import (
+    Architecture,
+    build_rnn_tagger_v1,
+    build_transformer_tagger_v1,
+    check_builder,
+    get_architecture,
+)
+from textorch.models.transformer_source import TransformerParts, load_saved, open_pretrained
 from textorch.model_dir import load_model_dir, save_model_dir
+from textorch.train.checkpoint import Checkpointer
 from textorch.train.dist import DistContext
-from textorch.train.trainer import Trainer, TrainingResult
+from textorch.train.dist_eval import agreed_labels, gather_in_order, my_batches, place, reduce_counts
+from textorch.train.optim import adamw_warmup_linear
+from textorch.train.history import TrainingHistory, history_files
+from textorch.train.tensorboard import tensorboard_callbacks
+from textorch.train.trainer import Trainer, TrainingResult, adam
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +53,15 @@ class EncodedData:
 
     encoded: list[EncodedSequence]
     word_table: WordTable | None
+    windows: WindowCollator | None = None
+    """Transformer models: sub-tokens of each sequence, added to batches as encoder windows."""
 
     def lengths(self) -> list[int]:
         return [len(e) for e in self.encoded]
 
     def batch(self, indices: list[int]) -> Batch:
-        return collate(self.encoded, indices, self.word_table)
+        batch = collate(self.encoded, indices, self.word_table)
+        return self.windows.extend(batch) if self.windows is not None else batch
 
 
 @dataclass
@@ -55,7 +72,7 @@ class Prediction:
     scores: list[float]
 
 
-class SequenceLabeler:
+class SequenceLabeler(LabelerAPI):
     """A trained tagger: vocabularies, network and the word vectors it was trained with."""
 
     def __init__(
@@ -68,8 +85,10 @@ class SequenceLabeler:
         input_format: str = "conll",
         n_features: int = 0,
         device: torch.device | str = "cpu",
+        transformer: TransformerParts | None = None,
     ) -> None:
         self.encoder = encoder
+        self.transformer = transformer
         self.model = model
         self.model_config = model_config
         self.data_config = data_config
@@ -80,6 +99,8 @@ class SequenceLabeler:
         self.model.to(self.device)
         self.word_table = WordTable(embeddings) if embeddings is not None else None
         self.training_result: TrainingResult | None = None
+        self.history: TrainingHistory | None = None
+        """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -102,8 +123,11 @@ class SequenceLabeler:
             columns = []
         encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length)
         torch.manual_seed(seed)
-        model = _build_network(model_config, encoder, embeddings.dim if embeddings is not None else 0)
-        return cls(encoder, model, model_config, data_config, embeddings, train.format, train.n_features, device)
+        transformer, pretrained = _open_transformer(model_config, architecture, embeddings)
+        model = _build_network(model_config, encoder, embeddings.dim if embeddings is not None else 0, transformer, pretrained)
+        return cls(
+            encoder, model, model_config, data_config, embeddings, train.format, train.n_features, device, transformer
+        )
 
     def fit(
         self,
@@ -111,8 +135,13 @@ class SequenceLabeler:
         valid: Corpus | None,
         train_config: TrainConfig,
         ctx: DistContext | None = None,
+        checkpoints: Checkpointer | None = None,
     ) -> TrainingResult:
-        """Train in place; keeps the weights of the best validation epoch."""
+        """Train in place; keeps the weights of the best validation epoch.
+
+        ``checkpoints`` saves the training state as it goes and, when resuming, continues
+        from its newest checkpoint (see :mod:`textorch.train.resume`).
+        """
         ctx = ctx or DistContext()
         sequences = cut_long_sequences(train.sequences, train_config.max_sequence_length)
         data = self.encode(sequences, with_labels=True)
@@ -121,12 +150,18 @@ class SequenceLabeler:
             valid_data = self.encode(valid.sequences, with_labels=True)
 
             def validate(model: torch.nn.Module) -> float:
-                counts = self.count_entities(valid.sequences, valid_data, batch_size=max(train_config.batch_size, 64))
+                # Each process scores its share of the validation set; counts are summed over
+                # processes, so every process gets the same F1 (and early-stopping decision).
+                # The batch size does not depend on the world size: same batches, same F1.
+                counts = self.count_entities(valid.sequences, valid_data, batch_size=max(train_config.batch_size, 64), ctx=ctx)
                 return counts.scores()["f1"]
 
         torch.manual_seed(train_config.seed)
-        trainer = Trainer(self.model, train_config, self.device, ctx, validate)
+        callbacks = tensorboard_callbacks(train_config.tensorboard_dir, "f1")
+        trainer = Trainer(self.model, train_config, self.device, ctx, validate, optimizer_factory=self._optimizer_factory(),
+                          callbacks=callbacks, checkpoints=checkpoints)
         self.training_result = trainer.fit(data)
+        self.history = TrainingHistory.single(TASK, "f1", self.training_result)
         self.model.eval()
         return self.training_result
 
@@ -136,54 +171,97 @@ class SequenceLabeler:
         if self.word_table is not None:
             for item, sequence in zip(encoded, sequences):
                 item.word_ids = self.word_table.index(sequence.tokens)
-        return EncodedData(encoded, self.word_table)
+        windows = None
+        if self.transformer is not None:
+            windows = self.transformer.collator(self.transformer.align([s.tokens for s in sequences]))
+        return EncodedData(encoded, self.word_table, windows)
+
+    def _optimizer_factory(self):
+        """AdamW with warm-up and linear decay for transformer fine-tuning; DeLFT's Adam otherwise."""
+        return adamw_warmup_linear if self.transformer is not None else adam
 
     @torch.inference_mode()
-    def _decode(self, data: EncodedData, batch_size: int) -> list[Prediction]:
+    def _decode(
+        self, data: EncodedData, batch_size: int, ctx: DistContext | None = None, gather: bool = True
+    ) -> list[Prediction | None]:
+        """Predictions in input order. With several processes each decodes every
+        ``world_size``-th length-sorted batch (the batches one process would form, so results
+        are identical); ``gather`` gives every process all predictions, else only its own
+        (None elsewhere). Empty sequences belong to rank 0."""
+        ctx = ctx or DistContext()
         self.model.eval()
         lengths = data.lengths()
-        results: list[Prediction | None] = [None] * len(lengths)
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
-        for i, n in enumerate(lengths):
-            if n == 0:
-                results[i] = Prediction([], [])
         label_items = self.encoder.labels.items
-        for chunk in sorted_batches([lengths[i] for i in nonempty], batch_size):
-            indices = [nonempty[j] for j in chunk]
+        batches = [[nonempty[j] for j in chunk] for chunk in sorted_batches([lengths[i] for i in nonempty], batch_size)]
+        local: list[tuple[int, Prediction]] = []
+        if ctx.is_main:
+            local += [(i, Prediction([], [])) for i, n in enumerate(lengths) if n == 0]
+        for indices in my_batches(batches, ctx):
             batch = data.batch(indices).to(self.device)
             paths, scores = self.model.decode(batch)
             paths_np = paths.cpu().numpy()
             scores_np = scores.float().cpu().numpy()
             for row, index in enumerate(indices):
                 n = lengths[index]
-                results[index] = Prediction(
-                    [label_items[k] for k in paths_np[row, :n]], scores_np[row, :n].tolist()
-                )
-        return results  # type: ignore[return-value]
+                local.append((index, Prediction([label_items[k] for k in paths_np[row, :n]], scores_np[row, :n].tolist())))
+        if gather and ctx.world_size > 1:
+            return gather_in_order(local, len(lengths), ctx)
+        return place(local, len(lengths))
 
-    def predict(self, sequences: list[TokenSequence], batch_size: int = 32) -> list[Prediction]:
-        """Labels for each sequence, in input order; no token is ever dropped."""
-        return self._decode(self.encode(sequences), batch_size)
+    def predict(
+        self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None
+    ) -> list[Prediction]:
+        """Labels for each sequence, in input order; no token is ever dropped.
+
+        ``batch_size`` is per process; with a multi-process ``ctx`` the work is shared and
+        every process returns the complete, identical list.
+        """
+        return self._decode(self.encode(sequences), batch_size, ctx)  # type: ignore[return-value]
 
     def count_entities(
-        self, sequences: list[TokenSequence], data: EncodedData | None = None, batch_size: int = 64
+        self,
+        sequences: list[TokenSequence],
+        data: EncodedData | None = None,
+        batch_size: int = 64,
+        ctx: DistContext | None = None,
     ) -> EntityCounts:
-        data = data or self.encode(sequences)
-        predictions = self._decode(data, batch_size)
-        counts = EntityCounts()
-        gold = [s.labels or ["O"] * len(s) for s in sequences]
-        counts.update(gold, [p.labels for p in predictions])
-        return counts
+        """Entity counts of this model's predictions against the gold labels of ``sequences``.
 
-    def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
-        """Entity-level scores (micro and per label) of this model on a labelled corpus."""
+        With a multi-process ``ctx`` every process counts its own share of the sequences and
+        the counts are summed with one all-reduce: each sequence counts exactly once, and the
+        result equals a single process's.
+        """
+        ctx = ctx or DistContext()
+        data = data or self.encode(sequences)
+        predictions = self._decode(data, batch_size, ctx, gather=False)
+        mine = [i for i, p in enumerate(predictions) if p is not None]
+        counts = EntityCounts()
+        gold = [sequences[i].labels or ["O"] * len(sequences[i]) for i in mine]
+        counts.update(gold, [predictions[i].labels for i in mine])  # type: ignore[union-attr]
+        if ctx.world_size == 1:
+            return counts
+        # Gold labels of the whole data (held by every process) plus the model's own: the same
+        # layout everywhere, with a slot for labels only some shard or only the gold data has.
+        gold_tags = {tag for s in sequences if s.labels for tag in s.labels}
+        labels = agreed_labels(entity_labels(self.encoder.labels.items), entity_labels(gold_tags))
+        return reduce_counts(counts, labels, ctx)
+
+    def evaluate(self, corpus: Corpus | str | Path, batch_size: int = 64, ctx: DistContext | None = None) -> dict:
+        """Entity-level scores (micro and per label) of this model on a labelled corpus or file.
+
+        ``batch_size`` is per process; with a multi-process ``ctx`` the scores come from
+        counts summed over processes, identical to a single process's."""
+        corpus = read_evaluation_corpus(corpus, self.input_format)
         missing = [s.line for s in corpus.sequences if s.labels is None]
         if missing:
             raise ConfigError(f"{corpus.path}: evaluation needs labelled data (no labels at line {missing[0]})")
-        return self.count_entities(corpus.sequences, batch_size=batch_size).scores()
+        return self.count_entities(corpus.sequences, batch_size=batch_size, ctx=ctx).scores()
 
     # ----------------------------------------------------------------- persistence
-    def save(self, directory: str | Path) -> Path:
+    def save(self, directory: str | Path, training_run: dict | None = None) -> Path:
+        """Write the model directory atomically; ``training_run`` (the checksum of the options and
+        data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
         config = {
             "task": TASK,
             "builder": get_architecture(self.model_config.architecture).builder,
@@ -191,8 +269,15 @@ class SequenceLabeler:
             "data": {**to_dict(self.data_config), "input_format": self.input_format, "n_features": self.n_features},
             "embeddings": self.embeddings.describe() if self.embeddings is not None else None,
         }
-        state = {k: v for k, v in self.model.state_dict().items()}
-        return save_model_dir(directory, config, self.encoder.to_json(), state)
+        extra_files = None
+        if self.transformer is not None:
+            config["transformer"] = self.transformer.describe()
+            extra_files = self.transformer.files()
+        if training_run is not None:
+            config["training_run"] = training_run
+        state = _untied(self.model.state_dict())
+        extra_files = {**(extra_files or {}), **history_files(self.history)}
+        return save_model_dir(directory, config, self.encoder.to_json(), state, extra_files)
 
     @classmethod
     def load(
@@ -207,6 +292,7 @@ class SequenceLabeler:
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
         model_config = from_dict(ModelConfig, config["model"])
+        check_builder(config.get("builder", "rnn_tagger.v1"))
         data_section = dict(config["data"])
         input_format = data_section.pop("input_format", "conll")
         n_features = int(data_section.pop("n_features", 0))
@@ -219,21 +305,49 @@ class SequenceLabeler:
         if described is not None:
             embeddings.check_matches(described)
         encoder = SequenceEncoder.from_json(vocab)
-        model = _build_network(model_config, encoder, int(described["dim"]) if described else 0)
+        transformer, shell = None, None
+        if get_architecture(model_config.architecture).uses_transformer:
+            transformer, shell = load_saved(directory, model_config.transformer_window, model_config.transformer_stride)
+        model = _build_network(model_config, encoder, int(described["dim"]) if described else 0, transformer, shell)
         try:
             model.load_state_dict(state)
         except RuntimeError as exc:
             raise ModelFormatError(f"{directory}/model.safetensors: weights do not fit the config ({exc})") from None
         model.eval()
-        return cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device)
+        return cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device, transformer)
 
     @property
     def label_names(self) -> list[str]:
         return sorted({lab[2:] for lab in self.encoder.labels.items if lab != "O"})
 
 
-def _build_network(model_config: ModelConfig, encoder: SequenceEncoder, word_dim: int) -> torch.nn.Module:
-    """The network for a config and fitted vocabularies: the same call at training and loading."""
+def _build_network(
+    model_config: ModelConfig,
+    encoder: SequenceEncoder,
+    word_dim: int,
+    transformer: TransformerParts | None = None,
+    transformer_encoder: torch.nn.Module | None = None,
+) -> torch.nn.Module:
+    """The network for a config and fitted vocabularies: the same call at training and loading.
+
+    Transformer models receive their encoder module ready-made: pre-trained when building,
+    an empty shell of the saved architecture when loading.
+    """
+    architecture = get_architecture(model_config.architecture)
+    if architecture.uses_transformer:
+        return build_transformer_tagger_v1(
+            architecture,
+            transformer_encoder,
+            hidden_size=transformer.hidden_size,
+            n_chars=len(encoder.chars),
+            n_labels=len(encoder.labels),
+            feature_vocab_sizes=[len(v) for v in encoder.features],
+            char_dim=model_config.char_dim,
+            char_hidden=model_config.char_hidden,
+            feature_dim=model_config.feature_dim,
+            feature_output_dim=model_config.feature_output_dim,
+            dropout=model_config.transformer_dropout,
+        )
     return build_rnn_tagger_v1(
         get_architecture(model_config.architecture),
         n_chars=len(encoder.chars),
@@ -247,3 +361,27 @@ def _build_network(model_config: ModelConfig, encoder: SequenceEncoder, word_dim
         feature_output_dim=model_config.feature_output_dim,
         dropout=model_config.dropout,
     )
+
+
+def _open_transformer(
+    model_config: ModelConfig, architecture: Architecture, embeddings: object | None
+) -> tuple[TransformerParts | None, torch.nn.Module | None]:
+    """The pre-trained encoder a BERT-family architecture needs; options that do not fit are errors."""
+    if not architecture.uses_transformer:
+        if model_config.transformer:
+            raise ConfigError(f"--transformer is used by the BERT architectures only, not {architecture.name}")
+        return None, None
+    if not model_config.transformer:
+        raise ConfigError(f"{architecture.name} needs --transformer (a Hugging Face model directory or registry name)")
+    if embeddings is not None:
+        raise ConfigError(f"{architecture.name} does not use word embeddings; leave --embeddings at none")
+    return open_pretrained(model_config.transformer, model_config.transformer_window, model_config.transformer_stride)
+
+
+def _untied(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Copies of tensors sharing storage (tied weights), which safetensors refuses to write."""
+    owners: dict[int, int] = {}
+    for tensor in state.values():
+        pointer = tensor.untyped_storage().data_ptr()
+        owners[pointer] = owners.get(pointer, 0) + 1
+    return {k: v.clone() if owners[v.untyped_storage().data_ptr()] > 1 else v for k, v in state.items()}

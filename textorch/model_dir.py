@@ -36,15 +36,23 @@ def _sha256(path: Path) -> str:
 
 
 def check_writable(target: str | Path) -> None:
-    """Fail before a long training run, not after it, when the output cannot be written."""
-    parent = Path(target).resolve().parent
-    probe_dir = parent
-    while not probe_dir.exists():
-        probe_dir = probe_dir.parent
-    if not os.access(probe_dir, os.W_OK | os.X_OK):
-        raise ModelFormatError(f"{target}: cannot write the model here ({probe_dir} is not writable)")
-    if Path(target).exists() and not Path(target).is_dir():
-        raise ModelFormatError(f"{target}: exists and is not a directory")
+    """Fail before a long training run, not after it, when the output cannot be written.
+
+    The nearest existing ancestor must be a writable directory: a regular file on the path
+    (``out.txt/model``) would otherwise pass as writable when running as root.
+    """
+    try:
+        if Path(target).exists() and not Path(target).is_dir():
+            raise ModelFormatError(f"{target}: exists and is not a directory")
+        probe_dir = Path(target).resolve().parent
+        while not probe_dir.exists():
+            probe_dir = probe_dir.parent
+        usable = probe_dir.is_dir() and os.access(probe_dir, os.W_OK | os.X_OK)
+    except OSError as exc:  # a name too long, a loop of symbolic links...
+        raise ModelFormatError(f"{target}: cannot write the model here ({exc.strerror or exc})") from None
+    if not usable:
+        why = "is not writable" if probe_dir.is_dir() else "is a file, not a directory"
+        raise ModelFormatError(f"{target}: cannot write the model here ({probe_dir} {why})")
 
 
 def save_model_dir(
@@ -110,6 +118,8 @@ def read_model_config(directory: str | Path) -> dict:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelFormatError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise ModelFormatError(f"{path}: not a JSON object; not a textorch model config")
     version = config.get("format_version")
     if not isinstance(version, int):
         raise ModelFormatError(f"{path}: no format_version; not a textorch model config")

@@ -14,14 +14,18 @@ from pathlib import Path
 
 import torch
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.config import DataConfig, ModelConfig, TrainConfig, to_dict
 from textorch.data.corpus import Corpus
 from textorch.data.readers import read_conll, read_grobid, read_labelled, read_text
 from textorch.data.splits import holdout
+from textorch.data.validated import read_validated
 from textorch.errors import ConfigError
 from textorch.eval.report import format_report
-from textorch.labeler import Prediction, SequenceLabeler
+from textorch.labeler import TASK, Prediction, SequenceLabeler
 from textorch.model_dir import check_writable
+from textorch.train.dist import DistContext
+from textorch.train.resume import COMPLETE, CheckpointOptions, RunCheckpoints, describe_run, prepare_run
+from textorch.train.history import record_final_scores
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +34,8 @@ INPUT_FORMATS = ("text", "conll", "grobid")
 
 @dataclass
 class TrainOutcome:
-    labeler: SequenceLabeler
+    labeler: SequenceLabeler | None
+    """None only when ``--resume`` found a finished run without ``--output``."""
     test_scores: dict | None = None
     splits: dict = field(default_factory=dict)
 
@@ -52,10 +57,24 @@ def train_tagger(
     valid_path: str | None = None,
     test_path: str | None = None,
     hold_out_test: bool = False,
-    device: str = "cpu",
+    device: str | torch.device = "cpu",
     cache_dir: str | None = None,
+    ctx: DistContext | None = None,
+    skip_bad_sequences: bool = False,
+    checkpoints: CheckpointOptions | None = None,
 ) -> TrainOutcome:
     """``seq train`` and ``seq train-eval``: split, train with early stopping, score, save.
+
+    With ``checkpoints`` (and a place for them: ``output`` or ``checkpoints.directory``) the
+    training state is saved as it goes, and ``checkpoints.resume`` continues an interrupted
+    run, or reports a finished one (:mod:`textorch.train.resume`).
+
+    The data is validated first (data/validated.py): errors stop the run before any training,
+    all listed, unless ``skip_bad_sequences`` leaves out the sequences concerned.
+
+    In a multi-process run (``ctx`` from :func:`textorch.train.dist.session`) every process
+    calls this with the same arguments: all read the data and split it identically, train
+    their shards, score the test set together; only rank 0 writes the model.
 
     Splits (all seeded by ``train_config.seed``): with ``hold_out_test`` and no test file, 10 %
     of the training data becomes the test set; early stopping uses ``valid_path`` when given,
@@ -63,10 +82,14 @@ def train_tagger(
     """
     if output is not None:
         check_writable(output)
-    train = read_labelled(train_path, data_config.format)
+    ctx = ctx or DistContext()
+    run = prepare_run(checkpoints, output, lambda: describe_run(
+        TASK, {"model": to_dict(model_config), "train": to_dict(train_config), "data": to_dict(data_config)},
+        {"train": train_path, "valid": valid_path, "test": test_path},
+        {"hold_out_test": hold_out_test, "skip_bad_sequences": skip_bad_sequences}, ctx.world_size), ctx)
+    train, valid, test = read_validated(train_path, valid_path, test_path, data_config.format,
+                                        train_config.max_sequence_length, skip_bad_sequences)
     fmt = train.format
-    valid = read_labelled(valid_path, fmt) if valid_path else None
-    test = read_labelled(test_path, fmt) if test_path else None
     sequences = train.sequences
     splits: dict = {}
     if hold_out_test and test is None:
@@ -80,10 +103,14 @@ def train_tagger(
         raise ConfigError(f"{train_path}: no training sequences left after splitting")
     splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
     logger.info("data: %s (%s) — %d train, %d valid, %d test sequences", train_path, fmt, *splits.values())
+    if run is not None and run.status == COMPLETE:
+        return _already_trained(run, test, splits, device, cache_dir, ctx)
 
-    embeddings = _open_embeddings(data_config.embeddings, cache_dir)
+    with ctx.local_main_first():  # one process per machine builds the embeddings cache
+        embeddings = _open_embeddings(data_config.embeddings, cache_dir)
     labeler = SequenceLabeler.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
-    result = labeler.fit(train, valid if train_config.early_stop else None, train_config)
+    result = labeler.fit(train, valid if train_config.early_stop else None, train_config, ctx=ctx,
+                         checkpoints=run.checkpointer() if run is not None else None)
     if labeler.word_table is not None:
         logger.info("word vectors found for %.1f%% of distinct words", 100 * labeler.word_table.coverage())
     logger.info(
@@ -92,11 +119,31 @@ def train_tagger(
     )
     outcome = TrainOutcome(labeler, splits=splits)
     if test is not None:
-        outcome.test_scores = labeler.evaluate(test)
+        outcome.test_scores = labeler.evaluate(test, ctx=ctx)
+        record_final_scores(labeler.history, outcome.test_scores, str(test.path))
     if output is not None:
-        labeler.save(output)
-        logger.info("model saved to %s", output)
+        if run is not None:
+            run.before_save(ctx)
+        if ctx.is_main:
+            labeler.save(output, run.model_record() if run is not None else None)
+            logger.info("model saved to %s", output)
+        ctx.barrier()  # nobody may read the model directory before rank 0 has written it
+    if run is not None:
+        run.finish(ctx, outcome.test_scores)
     return outcome
+
+
+def _already_trained(run: RunCheckpoints, test: Corpus | None, splits: dict, device: str | torch.device,
+                     cache_dir: str | None, ctx: DistContext) -> TrainOutcome:
+    """``--resume`` of a run that had finished: its model (scored again on the test data when it
+    was saved) or, without ``--output``, the test scores it recorded."""
+    if run.output is None:
+        logger.info("training had already finished (%s)", run.root / "complete.json")
+        return TrainOutcome(None, run.record.get("test_scores"), splits)
+    logger.info("training had already finished: the model is in %s", run.output)
+    labeler = SequenceLabeler.load(run.output, device=device, cache_dir=cache_dir)
+    scores = labeler.evaluate(test, ctx=ctx) if test is not None else None
+    return TrainOutcome(labeler, scores, splits)
 
 
 def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> Corpus:
@@ -110,10 +157,16 @@ def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> 
     return read_conll(path, labelled=False)
 
 
-def tag_corpus(labeler: SequenceLabeler, corpus: Corpus, batch_size: int) -> tuple[list[Prediction], float]:
-    """Predictions and the time of the tagging itself (sequences in memory to labels)."""
+def tag_corpus(
+    labeler: SequenceLabeler, corpus: Corpus, batch_size: int, ctx: DistContext | None = None
+) -> tuple[list[Prediction], float]:
+    """Predictions and the time of the tagging itself (sequences in memory to labels).
+
+    ``batch_size`` is per process; with several processes each tags its share and every
+    process receives all predictions in input order.
+    """
     started = time.perf_counter()
-    predictions = labeler.predict(corpus.sequences, batch_size=batch_size)
+    predictions = labeler.predict(corpus.sequences, batch_size=batch_size, ctx=ctx)
     return predictions, time.perf_counter() - started
 
 

@@ -22,6 +22,14 @@ def _build_parser() -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     demo.register(groups)
     seq.register(groups)
+    from textorch.cli import cls as cls_commands
+    cls_commands.register(groups)
+    from textorch.cli import serve
+    serve.register(groups)
+    from textorch.cli import report
+    report.register(groups)
+    from textorch.cli import apps
+    apps.register(groups)
     return parser
 
 
@@ -39,13 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
+    from textorch.train import launch
+
     try:
-        return int(args.run(args) or 0)
+        # --devices N / --nnodes M: re-run this command line as worker processes.
+        code = launch.launch_if_requested(args, list(sys.argv[1:] if argv is None else argv))
+        return code if code is not None else int(args.run(args) or 0)
     except TextorchError as exc:
-        print(f"textorch: error: {exc}", file=sys.stderr)
-        return 2
+        if not launch.report_worker_error(exc):  # a worker hands it to its launcher instead
+            print(f"textorch: error: {exc}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
-        print("textorch: interrupted", file=sys.stderr)
+        if not launch.in_launched_worker():  # the launcher says it once for all workers
+            print("textorch: interrupted", file=sys.stderr)
         return 130
 
 

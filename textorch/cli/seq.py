@@ -13,7 +13,11 @@ from textorch.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.writers import write_conll, write_grobid
 from textorch.models.architectures import ARCHITECTURES
 from textorch.output import tagging_document
-from textorch import workflows
+from textorch.train.dist import session
+from textorch.train.launch import add_distributed_options
+from textorch.train.resume import add_checkpoint_options, checkpoint_options, refuse_checkpoint_options
+from textorch import seq_runs, workflows
+from textorch.cli.run_options import add_seq_run_options, incremental_input
 
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
@@ -29,8 +33,9 @@ def _bool(value: str) -> bool:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="compute device (default: cpu)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: torch's choice; with --devices N, cores / N)")
     parser.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
+    add_distributed_options(parser)
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -42,64 +47,107 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature-columns", default=None, help="GROBID feature columns for *_FEATURES models, e.g. 9-15 (default: chosen from the data)")
     parser.add_argument("--max-epoch", type=int, default=d["max_epoch"], help=f"maximum epochs (default: {d['max_epoch']})")
     parser.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"global batch size (default: {d['batch_size']})")
-    parser.add_argument("--learning-rate", type=float, default=d["learning_rate"], help=f"Adam learning rate (default: {d['learning_rate']})")
+    parser.add_argument("--learning-rate", type=float, default=d["learning_rate"], help=f"Adam learning rate; for BERT* the rate of the layers above the transformer (default: {d['learning_rate']})")
     parser.add_argument("--patience", type=int, default=d["patience"], help=f"early-stopping patience in epochs (default: {d['patience']})")
     parser.add_argument("--early-stop", type=_bool, default=d["early_stop"], metavar="true|false", help="stop on validation F1 (default: true)")
     parser.add_argument("--max-sequence-length", type=int, default=d["max_sequence_length"], help="cut longer training sequences into pieces (default: 0, no limit)")
     parser.add_argument("--clip-grad", type=float, default=d["clip_grad"], help=f"gradient norm clipping (default: {d['clip_grad']})")
     parser.add_argument("--dropout", type=float, default=ModelConfig.dropout, help=f"dropout (default: {ModelConfig.dropout})")
     parser.add_argument("--seed", type=int, default=d["seed"], help=f"random seed for splits, initialisation and batches (default: {d['seed']})")
+    parser.add_argument("--grad-accum", type=int, default=d["grad_accum"], metavar="K",
+                        help="process each global batch in K micro-batches (same result, less memory; default: 1)")
+    parser.add_argument("--precision", default=d["precision"], choices=["fp32", "bf16", "fp16"],
+                        help="fp32, bf16 autocast (CPU or GPU) or fp16 autocast with gradient scaling (GPU) (default: fp32)")
+    parser.add_argument("--skip-bad-sequences", action="store_true",
+                        help="train without the sequences that have data errors instead of refusing the data (see 'textorch seq validate')")
+    _add_transformer_options(parser)
+    add_seq_run_options(parser)
     _add_common(parser)
 
 
+def _add_transformer_options(parser: argparse.ArgumentParser) -> None:
+    d = _TRAIN_DEFAULTS
+    group = parser.add_argument_group("BERT architectures")
+    group.add_argument("--transformer", default=None, metavar="PATH",
+                       help="Hugging Face model directory, transformers-registry name or hub name (required by BERT*)")
+    group.add_argument("--transformer-window", type=int, default=ModelConfig.transformer_window, metavar="N",
+                       help="sub-tokens per encoder window, special tokens included (default: 0, the encoder's limit)")
+    group.add_argument("--transformer-stride", type=int, default=ModelConfig.transformer_stride, metavar="N",
+                       help="sub-tokens between the starts of overlapping windows (default: 0, half a window)")
+    group.add_argument("--transformer-learning-rate", type=float, default=d["transformer_learning_rate"],
+                       help=f"AdamW rate of the transformer; --learning-rate drives the layers on top (default: {d['transformer_learning_rate']})")
+    group.add_argument("--warmup-fraction", type=float, default=d["warmup_fraction"],
+                       help=f"share of steps with rising rate before linear decay (default: {d['warmup_fraction']})")
+    group.add_argument("--transformer-dropout", type=float, default=ModelConfig.transformer_dropout,
+                       help=f"dropout on the word vectors of BERT* models (default: {ModelConfig.transformer_dropout})")
+
+
 def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataConfig]:
-    model = ModelConfig(architecture=args.architecture, dropout=args.dropout)
+    model = ModelConfig(
+        architecture=args.architecture, dropout=args.dropout, transformer=args.transformer,
+        transformer_window=args.transformer_window, transformer_stride=args.transformer_stride,
+        transformer_dropout=args.transformer_dropout,
+    )
     train = TrainConfig(
         batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch,
         patience=args.patience, early_stop=args.early_stop, clip_grad=args.clip_grad,
         max_sequence_length=args.max_sequence_length, seed=args.seed,
+        grad_accum=args.grad_accum, precision=args.precision,
+        transformer_learning_rate=args.transformer_learning_rate, warmup_fraction=args.warmup_fraction,
+        tensorboard_dir=args.tensorboard,
     )
     data = DataConfig(format=args.format, embeddings=args.embeddings, feature_columns=args.feature_columns)
     return model, train, data
 
 
 def _train(args: argparse.Namespace, evaluate: bool) -> int:
-    workflows.set_threads(args.threads)
     model, train, data = _configs(args)
-    outcome = workflows.train_tagger(
-        args.train, args.output, model, train, data,
-        valid_path=args.valid, test_path=getattr(args, "test", None), hold_out_test=evaluate,
-        device=args.device, cache_dir=args.cache_dir,
-    )
-    if outcome.test_scores is not None:
-        print(workflows.report(outcome.test_scores))
-        workflows.write_metrics(outcome.test_scores, getattr(args, "metrics_json", None))
+    with session(args.device, args.threads) as (ctx, device):
+        if args.fold_count != 1 or args.incremental or args.input_model:
+            refuse_checkpoint_options(args, "--fold-count/--incremental")
+            outcome = seq_runs.train_files(
+                args.train, args.output, model, train, data, valid_path=args.valid, test_path=getattr(args, "test", None),
+                skip_bad_sequences=args.skip_bad_sequences, hold_out_test=evaluate, fold_count=args.fold_count,
+                input_model=incremental_input(args), device=device, cache_dir=args.cache_dir, ctx=ctx,
+            )
+        else:
+            outcome = workflows.train_tagger(
+                args.train, args.output, model, train, data,
+                valid_path=args.valid, test_path=getattr(args, "test", None), hold_out_test=evaluate,
+                device=device, cache_dir=args.cache_dir, ctx=ctx, skip_bad_sequences=args.skip_bad_sequences,
+                checkpoints=checkpoint_options(args),
+            )
+    if ctx.is_main:
+        seq_runs.print_outcome(outcome, getattr(args, "metrics_json", None))
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    workflows.set_threads(args.threads)
-    labeler = workflows.SequenceLabeler.load(args.model, device=_device(args), cache_dir=args.cache_dir)
-    corpus = workflows.read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
-    scores = labeler.evaluate(corpus, batch_size=args.batch_size)
-    print(workflows.report(scores))
-    workflows.write_metrics(scores, args.metrics_json)
+    with session(args.device, args.threads) as (ctx, device):
+        labeler = workflows.SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
+        corpus = workflows.read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
+        scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
+    if ctx.is_main:
+        print(workflows.report(scores))
+        workflows.write_metrics(scores, args.metrics_json)
     return 0
 
 
-def _device(args: argparse.Namespace):
-    from textorch.train.dist import DistContext, resolve_device
-
-    return resolve_device(args.device, DistContext())
-
-
 def _tag(args: argparse.Namespace) -> int:
-    workflows.set_threads(args.threads)
-    started = time.perf_counter()
-    labeler = workflows.SequenceLabeler.load(args.model, device=_device(args), cache_dir=args.cache_dir)
-    load_s = time.perf_counter() - started
-    corpus = workflows.read_for_tagging(args.input, args.input_format, labeler)
-    predictions, tag_s = workflows.tag_corpus(labeler, corpus, args.batch_size)
+    with session(args.device, args.threads) as (ctx, device):
+        started = time.perf_counter()
+        labeler = workflows.SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
+        load_s = time.perf_counter() - started
+        corpus = workflows.read_for_tagging(args.input, args.input_format, labeler)
+        predictions, tag_s = workflows.tag_corpus(labeler, corpus, args.batch_size, ctx)
+    if ctx.is_main:  # every process holds all predictions; one writes them
+        _write_tagged(args, corpus, predictions, tag_s)
+        if args.stats_json:
+            Path(args.stats_json).write_text(json.dumps(workflows.stats(corpus, load_s, tag_s), indent=2) + "\n")
+    return 0
+
+
+def _write_tagged(args: argparse.Namespace, corpus, predictions: list, tag_s: float) -> None:
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
         if args.input_format == "text":
@@ -112,9 +160,17 @@ def _tag(args: argparse.Namespace) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
-    if args.stats_json:
-        Path(args.stats_json).write_text(json.dumps(workflows.stats(corpus, load_s, tag_s), indent=2) + "\n")
-    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from textorch.data.validate import validate_data
+    from textorch.data.validated import format_report
+
+    report = validate_data(args.train, args.valid, args.test, args.format, args.max_sequence_length)
+    print(format_report(report, args.max_problems))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return 2 if report.errors else 0
 
 
 def _architectures(args: argparse.Namespace) -> int:
@@ -133,6 +189,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--valid", help="validation file for early stopping (default: 10%% of --train)")
     p.add_argument("--output", required=True, help="model directory to write")
     _add_training_options(p)
+    add_checkpoint_options(p)
     p.set_defaults(run=lambda a: _train(a, evaluate=False))
 
     p = commands.add_parser("train-eval", help="train, then evaluate on --test (default: 10%% held out)")
@@ -142,6 +199,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="model directory to write (optional)")
     p.add_argument("--metrics-json", help="write the test scores as JSON here")
     _add_training_options(p)
+    add_checkpoint_options(p)
     p.set_defaults(run=lambda a: _train(a, evaluate=True))
 
     p = commands.add_parser("eval", help="evaluate a saved model on a labelled file")
@@ -161,6 +219,16 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--stats-json", help="write n_sequences, n_tokens, load_s, tag_s, tokens_per_s here")
     _add_common(p)
     p.set_defaults(run=_tag)
+
+    p = commands.add_parser("validate", help="check labelled data before training: every problem at file:line, and a summary")
+    p.add_argument("--train", required=True, help="labelled training file (CoNLL or GROBID)")
+    p.add_argument("--valid", help="validation file (read in the training file's format)")
+    p.add_argument("--test", help="test file (read in the training file's format)")
+    p.add_argument("--format", choices=["conll", "grobid"], default=None, help="input format (default: detected)")
+    p.add_argument("--max-sequence-length", type=int, default=0, help="warn about longer sequences (default: 0, no limit)")
+    p.add_argument("--max-problems", type=int, default=50, help="problems to list (default: 50; 0 lists all)")
+    p.add_argument("--json", help="write the summary and every problem as JSON here")
+    p.set_defaults(run=_validate)
 
     p = commands.add_parser("architectures", help="list the available architectures")
     p.set_defaults(run=_architectures)

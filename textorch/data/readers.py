@@ -37,38 +37,57 @@ _SCHEME_RANK = {"iob2": 0, "iob1": 1, "iobes": 2}
 _DETECT_LINES = 20
 
 
-def _read_file_text(path: str | Path) -> str:
-    """Whole file as text: gunzipped for ``.gz``, UTF-8 checked, BOM dropped, CRLF made LF.
+def read_file_bytes(path: str | Path) -> bytes:
+    """The raw content of a file, gunzipped for ``.gz``; every failure a DataError naming it.
 
-    Reading everything at once and splitting in memory is several times faster than iterating
+    Kept apart from decoding so that the validator (validate.py) can decode line by line and
+    report every undecodable line instead of stopping at the first.
+    """
+    file = Path(path)
+    try:
+        if not file.exists():
+            raise DataError(path, None, "file not found")
+        if not file.is_file():
+            raise DataError(path, None, "not a regular file")
+        if file.name.endswith(".gz"):
+            with gzip.open(file, "rb") as handle:
+                return handle.read()
+        return file.read_bytes()
+    except (OSError, EOFError, zlib.error) as exc:
+        # strerror avoids repeating the (possibly very long) path inside the message
+        reason = getattr(exc, "strerror", None) or exc
+        raise DataError(path, None, f"cannot read file: {reason}") from None
+
+
+def decode_utf8(data: bytes, path: str | Path) -> str:
+    """File bytes as text: UTF-8 checked, BOM dropped, CRLF made LF.
+
+    Decoding everything at once and splitting in memory is several times faster than iterating
     over a file object, and a decoding error can still be placed on its line by counting the
     newlines before the offending byte.
     """
-    file = Path(path)
-    if not file.exists():
-        raise DataError(path, None, "file not found")
-    if not file.is_file():
-        raise DataError(path, None, "not a regular file")
-    try:
-        if file.name.endswith(".gz"):
-            with gzip.open(file, "rb") as handle:
-                data = handle.read()
-        else:
-            data = file.read_bytes()
-    except (OSError, EOFError, zlib.error) as exc:
-        raise DataError(path, None, f"cannot read file: {exc}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        message = f"invalid UTF-8 (byte 0x{data[exc.start]:02x} at column {column})"
+        line, message = locate_utf8_error(data, exc)
         raise DataError(path, line, message) from None
     if text.startswith("\ufeff"):
         text = text[1:]
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     return text
+
+
+def locate_utf8_error(data: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
+    """The 1-based line of a decoding error in ``data`` and a message giving byte and column."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    return line, f"invalid UTF-8 (byte 0x{data[exc.start]:02x} at column {column})"
+
+
+def _read_file_text(path: str | Path) -> str:
+    """Whole file as text (see read_file_bytes and decode_utf8)."""
+    return decode_utf8(read_file_bytes(path), path)
 
 
 def _is_blank(line: str) -> bool:
@@ -334,11 +353,27 @@ def read_labelled(path: str | Path, format: str | None = None) -> Corpus:
         choices = ", ".join(repr(name) for name in LABELLED_FORMATS)
         raise ConfigError(f"unknown format {format!r}: choose one of {choices} "
                           "(or none, to detect it)")
-    text = _read_file_text(path)
+    corpus = parse_labelled_text(_read_file_text(path), path, format)
+    logger.debug("read %d %s sequences from %s", len(corpus), corpus.format, path)
+    return corpus
+
+
+def parse_labelled_text(text: str, path: str | Path, format: str | None = None) -> Corpus:
+    """Parse labelled file text already in memory (see read_labelled; ``format`` is trusted).
+
+    The validator uses it to build a corpus from a file whose bad sequences it blanked out, so
+    that line numbers stay those of the file.
+    """
     chosen = format or _detect(text, path)
     if chosen == "conll":
-        corpus = _parse_conll(text, path)
-    else:
-        corpus = _parse_grobid(text, path, labelled=True, n_features=None)
-    logger.debug("read %d %s sequences from %s", len(corpus), chosen, path)
-    return corpus
+        return _parse_conll(text, path)
+    return _parse_grobid(text, path, labelled=True, n_features=None)
+
+
+# The per-line rules, public so that validate.py applies exactly the reader's rules when it
+# collects every problem of a file instead of stopping at the first.
+is_blank = _is_blank
+split_fields = _fields
+is_document_marker = _is_document_marker
+label_kind = _label_kind
+CONLL_COLUMNS = _CONLL_COLUMNS

@@ -22,6 +22,7 @@ from textorch.models.embedders import (
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
 from textorch.models.tagger import SequenceTagger
+from textorch.models.transformer import build_transformer_tagger_v1
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,13 @@ class Architecture:
     head: str = "crf"  # "crf" | "softmax"
     builder: str = "rnn_tagger.v1"
 
+    @property
+    def uses_transformer(self) -> bool:
+        """Whether the model needs ``--transformer`` (and sub-token windows in its batches)."""
+        return self.builder.startswith("transformer_tagger.")
+
+
+TRANSFORMER_V1 = "transformer_tagger.v1"
 
 _ARCHITECTURES = [
     Architecture("BidLSTM", "word vectors + char BiLSTM -> BiLSTM -> softmax", head="softmax"),
@@ -50,6 +58,19 @@ _ARCHITECTURES = [
     Architecture(
         "BidLSTM_ChainCRF_FEATURES", "same as BidLSTM_CRF_FEATURES (one CRF implementation)", features=True
     ),
+    *(
+        Architecture(name, description, char_encoder=chars, features=features, head=head, builder=TRANSFORMER_V1)
+        for name, description, chars, features, head in [
+            ("BERT", "transformer (first sub-token of each word) -> softmax", "none", False, "softmax"),
+            ("BERT_FEATURES", "transformer + categorical feature columns -> softmax", "none", True, "softmax"),
+            ("BERT_CRF", "transformer -> CRF", "none", False, "crf"),
+            ("BERT_ChainCRF", "same as BERT_CRF (one CRF implementation serves both names)", "none", False, "crf"),
+            ("BERT_CRF_FEATURES", "transformer + categorical feature columns -> CRF", "none", True, "crf"),
+            ("BERT_ChainCRF_FEATURES", "same as BERT_CRF_FEATURES (one CRF implementation)", "none", True, "crf"),
+            ("BERT_CRF_CHAR", "transformer + char BiLSTM -> CRF", "lstm", False, "crf"),
+            ("BERT_CRF_CHAR_FEATURES", "transformer + char BiLSTM + feature columns -> CRF", "lstm", True, "crf"),
+        ]
+    ),
 ]
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in _ARCHITECTURES}
 
@@ -61,6 +82,12 @@ def get_architecture(name: str) -> Architecture:
         raise ConfigError(
             f"unknown architecture {name!r}; choose one of: {', '.join(ARCHITECTURES)}"
         ) from None
+
+
+def check_builder(name: str) -> None:
+    """A saved model names its builder; refuse one this release does not have (a newer model)."""
+    if name not in BUILDERS:
+        raise ConfigError(f"unknown model builder {name!r}; this textorch has: {', '.join(BUILDERS)}")
 
 
 def build_rnn_tagger_v1(
@@ -97,3 +124,7 @@ def build_rnn_tagger_v1(
     encoder = RecurrentEncoder(input_dim, word_hidden, cell=architecture.cell)
     head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
     return SequenceTagger(nn.ModuleList(embedders), encoder, head_class(encoder.output_dim, n_labels), dropout)
+
+
+BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, TRANSFORMER_V1: build_transformer_tagger_v1}
+"""Versioned builders; saved models name theirs, so a later ``.v2`` never breaks an old model."""

@@ -15,15 +15,20 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
 from textorch.config import TrainConfig
-from textorch.data.batching import bucketed_batches, shard
+from textorch.data.batching import bucketed_batches
+from textorch.train.checkpoint import final_result, restore_rng, resume_progress
 from textorch.train.dist import DistContext
+from textorch.train.parallel import Precision, no_sync_unless, plan_micro_batches, wrap_for_training
+
+if TYPE_CHECKING:
+    from textorch.train.checkpoint import Checkpointer, Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +59,26 @@ class TrainingResult:
     tokens_per_s: float = 0.0
 
 
+@dataclass
+class Progress:
+    """Where a run stands: with the weights and optimizer, what a checkpoint needs to continue it."""
+
+    result: TrainingResult
+    epoch: int = 1
+    """The epoch running (or to run next)."""
+    step: int = 0
+    """Optimizer steps of that epoch already done."""
+    global_step: int = 0
+    epochs_without_gain: int = 0
+    best_state: dict | None = None
+    totals: torch.Tensor | None = None
+    """Loss, sequence and token sums of a resumed epoch's steps before the checkpoint."""
+    total_tokens: float = 0.0
+    elapsed_s: float = 0.0
+    rng: list[dict[str, Any]] | None = None
+    """Random states of every process, from a checkpoint, restored just before the first step."""
+
+
 OptimizerFactory = Callable[[nn.Module, TrainConfig, int], "tuple[torch.optim.Optimizer, object | None]"]
 """``(model, config, total_steps) -> (optimizer, scheduler or None)``; the scheduler steps per batch."""
 
@@ -70,7 +95,20 @@ class Callback(Protocol):
 
 
 class Trainer:
-    """Gradient clipping, bucketed batches, early stopping on a validation score."""
+    """Gradient clipping, bucketed batches, early stopping on a validation score.
+
+    In a multi-process run the model is wrapped in ``DistributedDataParallel`` for training
+    only (``self.model`` stays the plain module, which is what is validated and saved), every
+    process computes the same global batches from ``(seed, epoch)`` and takes its shard of
+    each, and ``validate`` must return the score computed from counts summed over processes:
+    the trainer checks that all processes got the same value, since they must all take the
+    same early-stopping decision.
+
+    ``checkpoints`` (:class:`~textorch.train.checkpoint.Checkpointer`) saves the whole state
+    at every epoch end (and every N steps), and a final one when training ends; with
+    ``resume`` it continues from the newest, so that a run killed at any point and resumed
+    ends with the weights of an uninterrupted run.
+    """
 
     def __init__(
         self,
@@ -81,6 +119,7 @@ class Trainer:
         validate: Callable[[nn.Module], float] | None = None,
         optimizer_factory: OptimizerFactory = adam,
         callbacks: list[Callback] | None = None,
+        checkpoints: "Checkpointer | None" = None,
     ) -> None:
         self.model = model
         self.config = config
@@ -89,88 +128,172 @@ class Trainer:
         self.validate = validate
         self.optimizer_factory = optimizer_factory
         self.callbacks = list(callbacks or [])
+        self.checkpoints = checkpoints
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
+        self.precision = Precision(config.precision, device)
+        self.train_model: nn.Module = model
 
     def fit(self, data: TrainingData) -> TrainingResult:
+        """Train until ``max_epoch`` or early stopping; the model ends with the best epoch's weights.
+
+        With a checkpointer that resumes, training continues from its newest checkpoint (a
+        ``final`` one returns its result without training).
+        """
         config, ctx = self.config, self.ctx
         lengths = data.lengths()
         steps_per_epoch = -(-len(lengths) // config.batch_size)
         self.optimizer, self.scheduler = self.optimizer_factory(self.model, config, steps_per_epoch * config.max_epoch)
-        result = TrainingResult()
-        best_state: dict | None = None
-        epochs_without_gain = 0
+        progress = Progress(TrainingResult())
+        snapshot = self.checkpoints.restore(ctx) if self.checkpoints is not None else None
+        if snapshot is not None:
+            if snapshot.complete:
+                return self._finished(snapshot)
+            progress = resume_progress(self, snapshot)
+            if ctx.is_main:
+                logger.info("resuming from %s: epoch %d, step %d", snapshot.path, progress.epoch, progress.step)
+        self.train_model = wrap_for_training(self.model, ctx, self.device, lambda: self._probe(data, lengths))
+        if progress.rng is not None:  # after the probe above, which may draw random numbers
+            restore_rng(progress.rng[ctx.rank], self.device)
+            progress.rng = None
         start = time.perf_counter()
-        total_tokens = 0
-        for epoch in range(1, config.max_epoch + 1):
-            record = self._run_epoch(data, lengths, epoch)
-            total_tokens += record.tokens_per_s * record.seconds
-            improved = True
-            if self.validate is not None:
-                record.valid_score = float(self.validate(self.model))
-                improved = result.best_score is None or record.valid_score > result.best_score
-                if improved:
-                    result.best_score, result.best_epoch = record.valid_score, epoch
-                    best_state = copy.deepcopy(self.model.state_dict())
-                    epochs_without_gain = 0
-                else:
-                    epochs_without_gain += 1
-            else:
-                result.best_epoch = epoch
-            result.history.append(record)
-            self._log_epoch(record)
-            for callback in self.callbacks:
-                callback.on_epoch_end(self, record, improved)
-            if self.validate is not None and config.early_stop and epochs_without_gain >= config.patience:
-                result.stopped_early = True
-                if ctx.is_main:
-                    logger.info("early stopping: no gain for %d epochs, best epoch %d", config.patience, result.best_epoch)
+        for epoch in range(progress.epoch, config.max_epoch + 1):
+            record = self._run_epoch(data, lengths, epoch, progress)
+            progress.total_tokens += record.tokens_per_s * record.seconds
+            improved, stop = self._end_of_epoch(record, progress)
+            progress.epoch, progress.step = epoch + 1, 0
+            progress.elapsed_s += time.perf_counter() - start
+            start = time.perf_counter()
+            if stop:
                 break
-        if best_state is not None:
-            self.model.load_state_dict(best_state)
-        result.train_seconds = time.perf_counter() - start
-        result.tokens_per_s = total_tokens / max(sum(r.seconds for r in result.history), 1e-9)
+            if self.checkpoints is not None and epoch < config.max_epoch:
+                self.checkpoints.save(self, progress)
+        result = progress.result
+        if progress.best_state is not None:
+            self.model.load_state_dict(progress.best_state)
+        self.train_model = self.model  # drop the DDP wrapper: saving and inference use the plain module
+        result.train_seconds = progress.elapsed_s + time.perf_counter() - start
+        result.tokens_per_s = progress.total_tokens / max(sum(r.seconds for r in result.history), 1e-9)
+        if self.checkpoints is not None:
+            self.checkpoints.save_final(self, result)
         return result
 
-    def _run_epoch(self, data: TrainingData, lengths: list[int], epoch: int) -> EpochRecord:
+    def _end_of_epoch(self, record: EpochRecord, progress: "Progress") -> tuple[bool, bool]:
+        """Validation, best weights, callbacks and the early-stopping decision: (improved, stop)."""
+        result, config = progress.result, self.config
+        improved = True
+        if self.validate is not None:
+            record.valid_score = self._agreed(float(self.validate(self.model)))
+            improved = result.best_score is None or record.valid_score > result.best_score
+            if improved:
+                result.best_score, result.best_epoch = record.valid_score, record.epoch
+                progress.best_state = copy.deepcopy(self.model.state_dict())
+                progress.epochs_without_gain = 0
+            else:
+                progress.epochs_without_gain += 1
+        else:
+            result.best_epoch = record.epoch
+        result.history.append(record)
+        self._log_epoch(record)
+        for callback in self.callbacks:
+            callback.on_epoch_end(self, record, improved)
+        stop = self.validate is not None and config.early_stop and progress.epochs_without_gain >= config.patience
+        if stop:
+            result.stopped_early = True
+            if self.ctx.is_main:
+                logger.info("early stopping: no gain for %d epochs, best epoch %d", config.patience, result.best_epoch)
+        return improved, stop
+
+    def _finished(self, snapshot: "Snapshot") -> TrainingResult:
+        """A run whose training had ended: its final weights and result, no training."""
+        self.model.load_state_dict(snapshot.state["model"])
+        if self.ctx.is_main:
+            logger.info("training had already finished (%s): using its final weights", snapshot.path)
+        return final_result(snapshot)
+
+    def _run_epoch(self, data: TrainingData, lengths: list[int], epoch: int, progress: "Progress") -> EpochRecord:
         config, ctx = self.config, self.ctx
-        self.model.train()
+        self.train_model.train()
+        # Every process derives the same global batches from (seed, epoch): a new order each
+        # epoch (what DistributedSampler.set_epoch gives) and no communication needed. A
+        # resumed epoch skips the steps its checkpoint had done.
         batches = bucketed_batches(lengths, config.batch_size, config.seed, epoch)
+        first = progress.step
         bar = tqdm(
-            batches,
+            batches[first:],
             desc=f"epoch {epoch}/{config.max_epoch}",
             unit="batch",
+            initial=first,
+            total=len(batches),
             file=sys.stderr,
             disable=None if ctx.is_main else True,  # None: no bar when stderr is not a terminal
             leave=False,
             dynamic_ncols=True,
         )
-        loss_sum, n_sequences, n_tokens = 0.0, 0, 0
+        # loss sum, sequences, tokens (this process), carried over from a checkpoint mid-epoch
+        totals = progress.totals if first > 0 and progress.totals is not None else torch.zeros(3, dtype=torch.float64)
+        progress.totals = None
         started = time.perf_counter()
-        for step, global_batch in enumerate(bar):
-            local = shard(global_batch, ctx.rank, ctx.world_size)
-            batch = data.batch(local).to(self.device)
-            output = self.model(batch)
-            # Sum over this process's sequences divided by the *global* batch size, times the
-            # world size because DDP averages gradients: N devices x b == 1 device x N*b.
-            loss = output.loss.sum() * (ctx.world_size / len(global_batch))
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.clip_grad > 0:
-                nn.utils.clip_grad_norm_(self.model.parameters(), config.clip_grad)
-            self.optimizer.step()
-            if self.scheduler is not None:
-                self.scheduler.step()
-            loss_sum += float(output.loss.detach().sum())
-            n_sequences += len(local)
-            n_tokens += int(batch.lengths.sum())
+        for step, global_batch in enumerate(bar, start=first):
+            self._step(data, global_batch, totals)
+            progress.step, progress.global_step = step + 1, progress.global_step + 1
             if step % 10 == 0 or step == len(batches) - 1:
                 elapsed = time.perf_counter() - started
+                loss_sum, n_sequences, n_tokens = totals.tolist()
                 bar.set_postfix(loss=f"{loss_sum / max(n_sequences, 1):.3f}", tok_s=f"{n_tokens / max(elapsed, 1e-9):.0f}")
+            if self.checkpoints is not None and step < len(batches) - 1 and self.checkpoints.due(progress.global_step):
+                self.checkpoints.save(self, progress, totals)
         bar.close()
         seconds = time.perf_counter() - started
+        loss_sum, n_sequences, n_tokens = ctx.all_reduce_sum(totals.to(self.device)).tolist()
         lr = self.optimizer.param_groups[0]["lr"]
         return EpochRecord(epoch, loss_sum / max(n_sequences, 1), None, lr, seconds, n_tokens / max(seconds, 1e-9))
+
+    def _step(self, data: TrainingData, global_batch: list[int], totals: torch.Tensor) -> None:
+        """One optimizer step over one global batch, in ``grad_accum`` micro-batches."""
+        ctx, precision = self.ctx, self.precision
+        pieces = plan_micro_batches(global_batch, ctx, self.config.grad_accum)
+        self.optimizer.zero_grad(set_to_none=True)
+        for k, local in enumerate(pieces):
+            # An empty shard still runs forward/backward (on one sequence, weight 0) so that
+            # this process takes part in the gradient all-reduce the others are waiting in.
+            stand_in = not local
+            batch = data.batch(local or global_batch[:1]).to(self.device)
+            with no_sync_unless(self.train_model, sync=k == len(pieces) - 1):
+                with precision.autocast():
+                    output = self.train_model(batch)
+                # Sum over this process's sequences divided by the *global* batch size, times
+                # the world size because DDP averages gradients: N devices x b == 1 device x N*b,
+                # and K micro-batches add up to the gradient of the whole batch.
+                weight = 0.0 if stand_in else ctx.world_size / len(global_batch)
+                precision.backward(output.loss.float().sum() * weight)
+            if not stand_in:
+                totals += torch.tensor([float(output.loss.detach().sum()), len(local), int(batch.lengths.sum())], dtype=torch.float64)
+        precision.step(self.optimizer, self.model, self.config)
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+    def _probe(self, data: TrainingData, lengths: list[int]) -> None:
+        """One forward/backward pass of the plain model (see :func:`wrap_for_training`)."""
+        first = bucketed_batches(lengths, self.config.batch_size, self.config.seed, 1)[0]
+        local = plan_micro_batches(first, self.ctx, self.config.grad_accum)[0] or first[:1]
+        with self.precision.autocast():
+            output = self.model(data.batch(local).to(self.device))
+        output.loss.float().sum().backward()
+
+    def _agreed(self, score: float) -> float:
+        """``score``, after checking that every process computed the same one."""
+        if not self.ctx.enabled:
+            return score
+        both = self.ctx.all_reduce_sum(torch.tensor([score, score * score], dtype=torch.float64, device=self.device))
+        n = self.ctx.world_size
+        mean, mean_sq = float(both[0]) / n, float(both[1]) / n
+        if mean_sq - mean * mean > 1e-12 * max(1.0, mean_sq):
+            raise RuntimeError(
+                "validation scores differ across processes: the validate callback must reduce its "
+                "counts over all processes (see textorch.train.dist_eval) before computing a score"
+            )
+        return score
 
     def _log_epoch(self, record: EpochRecord) -> None:
         if not self.ctx.is_main:

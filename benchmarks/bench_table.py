@@ -1,0 +1,112 @@
+"""The one table of bench_vs_delft.py: absolute numbers, textorch / DeLFT ratios, the issue's targets.
+
+A ratio is always textorch divided by DeLFT: above 1 is better for throughputs, below 1 is
+better for times, memory and sizes. F1 is compared as a difference in points instead.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+TAGGING = [("batch1", "tag tok/s, batch 1"), ("batch32", "tag tok/s, batch 32"),
+           ("batch256", "tag tok/s, batch 256"), ("stream", "tag tok/s, one-sequence calls")]
+F1_TOLERANCE = 0.003  # the issue: not below DeLFT's by more than 0.3 points
+
+
+def _target(job: dict, metric: str) -> float | None:
+    """The issue's ratio targets (textorch / DeLFT) for a metric of a job, None when it sets none."""
+    bert = job["architecture"].startswith("BERT")
+    if metric == "train" and job["task"] == "conll" and not bert:
+        return 3.0
+    if metric in ("batch32", "batch256"):
+        return 2.0 if bert else 5.0
+    if metric == "stream" and not bert:
+        return 3.0
+    return None
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _row(job: dict, metric: str, label: str, t: float | None, d: float | None, higher: bool) -> dict:
+    ratio = t / d if t is not None and d else None
+    target = _target(job, metric)
+    if not higher and metric in ("peak_rss", "load"):
+        target = 1.0
+    met = None
+    if ratio is not None and target is not None:
+        met = ratio >= target if higher else ratio <= target
+    return {"job": job["key"], "metric": label, "textorch": t, "delft": d, "ratio": ratio,
+            "target": None if target is None else (f">= {target:g}x" if higher else f"<= {target:g}x"), "met": met}
+
+
+def _f1_row(job: dict, runs: dict) -> dict:
+    f1 = {s: [r["f1"] for r in runs.get(s, [])] for s in ("textorch", "delft")}
+    t = statistics.fmean(f1["textorch"]) if f1["textorch"] else None
+    d = statistics.fmean(f1["delft"]) if f1["delft"] else None
+    diff = t - d if t is not None and d is not None else None
+    n = min(len(f1["textorch"]), len(f1["delft"]))
+    return {"job": job["key"], "metric": f"test F1, mean of {n} seed(s)", "textorch": t, "delft": d,
+            "ratio": None, "diff_points": None if diff is None else 100 * diff,
+            "target": ">= -0.3 pt", "met": None if diff is None else diff >= -F1_TOLERANCE}
+
+
+def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) -> list[dict]:
+    rows: list[dict] = []
+    by_job = {t["key"]: t for t in tagging}
+    for job in jobs:
+        runs: dict[str, list[dict]] = {}
+        for run in train_runs:
+            if run["key"] == job["key"]:
+                runs.setdefault(run["system"], []).append(run)
+        med = lambda system, field: _median([r[field] for r in runs.get(system, [])])  # noqa: E731
+        rows.append(_row(job, "train", "train tok/s (epochs only)", med("textorch", "train_tokens_per_s"),
+                         med("delft", "train_tokens_per_s"), True))
+        rows.append(_row(job, "fit", "train tok/s (with validation)", med("textorch", "fit_tokens_per_s"),
+                         med("delft", "fit_tokens_per_s"), True))
+        rows.append(_f1_row(job, runs))
+        tag = by_job.get(job["key"], {})
+        t_tag, d_tag = tag.get("textorch") or {}, tag.get("delft") or {}
+        for metric, label in TAGGING:
+            t = t_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
+            d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
+            rows.append(_row(job, metric, label, t, d, True))
+        rows.append(_row(job, "whole", "tag a file, whole process (s)", _median(t_tag.get("whole_process_s", [])),
+                         _median(d_tag.get("whole_process_s", [])), False))
+        rows.append(_row(job, "peak_rss", "peak RSS while tagging (MB)", t_tag.get("peak_rss_mb"),
+                         d_tag.get("peak_rss_mb"), False))
+        # Cold start = library import + model load in a fresh process: where a library does its
+        # heavy imports (at import or lazily inside load) moves time between the two parts.
+        cold = lambda side, f: _median([sum(c[k] for k in f) for c in side.get("cold", [])])  # noqa: E731
+        rows.append(_row(job, "load", "cold start: import + model load (s)", cold(t_tag, ("import_s", "load_s")),
+                         cold(d_tag, ("import_s", "load_s")), False))
+        rows.append(_row(job, "load_only", "  of which model load (s)", cold(t_tag, ("load_s",)),
+                         cold(d_tag, ("load_s",)), False))
+        rows.append(_row(job, "size", "model directory (MB)", t_tag.get("model_dir_mb"), d_tag.get("model_dir_mb"), False))
+    return rows
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def print_markdown(rows: list[dict]) -> None:
+    """One Markdown table (readable in a terminal, pasted as is into benchmarks/README.md)."""
+    print("| model | measure | textorch | DeLFT | textorch / DeLFT | target | met |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for row in rows:
+        if "diff_points" in row:
+            t = "n/a" if row["textorch"] is None else f"{100 * row['textorch']:.2f}"
+            d = "n/a" if row["delft"] is None else f"{100 * row['delft']:.2f}"
+            ratio = "n/a" if row["diff_points"] is None else f"{row['diff_points']:+.2f} pt"
+        else:
+            t, d = _fmt(row["textorch"]), _fmt(row["delft"])
+            ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        met = {True: "yes", False: "**no**", None: ""}[row["met"]]
+        print(f"| {row['job']} | {row['metric']} | {t} | {d} | {ratio} | {row['target'] or ''} | {met} |")

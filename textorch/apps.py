@@ -1,0 +1,166 @@
+"""DeLFT's ready-made applications: per-model GROBID defaults and the CoNLL-2003 NER data layout.
+
+The numbers are those of DeLFT's ``delft/applications/grobidTagger.py`` (``configure()``) and
+``nerTagger.py`` (``configure()``), so that DeLFT users get the runs they are used to; the
+feature columns are those of the ``*_FEATURES`` models DeLFT ships for GROBID (their
+``config.json`` ``features_indices``). Every value can still be overridden on the command line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from textorch.config import ModelConfig
+from textorch.data.corpus import Corpus
+from textorch.data.validated import read_validated
+from textorch.errors import ConfigError, DataError
+from textorch.models.architectures import get_architecture
+
+logger = logging.getLogger(__name__)
+
+GROBID_MODELS = (
+    "affiliation-address", "citation", "date", "figure", "header", "name-citation", "name-header",
+    "reference-segmenter", "software", "table",
+)
+"""The GROBID models DeLFT's grobidTagger knows; other names get its generic defaults."""
+
+
+@dataclass(frozen=True)
+class AppDefaults:
+    """Training settings an application picks for a model; None leaves the library default."""
+
+    batch_size: int
+    max_sequence_length: int
+    max_epoch: int
+    feature_columns: str | None = None
+    early_stop: bool = True
+    word_hidden: int | None = None
+
+
+# (max sequence length, batch size) per GROBID model, recurrent and transformer architectures.
+_GROBID_RNN = {"citation": (600, 20), "header": (2500, 9), "date": (50, 60), "affiliation-address": (600, 20),
+               "software": (1500, 20), "reference-segmenter": (3000, 10)}
+_GROBID_BERT = {"citation": (150, 20), "header": (512, 6), "date": (30, 80), "affiliation-address": (200, 20),
+                "software": (512, 7)}
+_GROBID_FEATURES = {"date": "9-15", "name-citation": "9-18", "name-header": "9-18", "affiliation-address": "9-18",
+                    "figure": "9-24"}
+
+
+def grobid_model_name(model: str, architecture: str) -> str:
+    """DeLFT's directory name of a GROBID model: ``grobid-date-BidLSTM_CRF``."""
+    return f"grobid-{model}-{architecture}"
+
+
+def grobid_defaults(model: str, architecture: str) -> AppDefaults:
+    """What DeLFT's ``configure()`` chooses for ``model`` trained with ``architecture``."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", model):
+        raise ConfigError(f"invalid GROBID model name {model!r}; e.g. {', '.join(GROBID_MODELS[:4])}")
+    if model not in GROBID_MODELS:
+        logger.info("no DeLFT settings for GROBID model %r (known: %s): generic defaults", model, ", ".join(GROBID_MODELS))
+    arch = get_architecture(architecture)
+    features = _GROBID_FEATURES.get(model) if arch.features else None
+    if arch.uses_transformer:
+        length, batch = _GROBID_BERT.get(model, (200, 20))
+        return AppDefaults(batch, min(length, 512), 60, features)
+    length, batch = _GROBID_RNN.get(model, (3000, 20))
+    return AppDefaults(batch, length, 80 if model == "header" else 60, features)
+
+
+_TRAIN_NAME = re.compile(r"(?P<model>.+)-(?P<date>\d{6})\.train(?:\.gz)?$")
+
+
+def resolve_grobid_input(path: str, model: str) -> str:
+    """A training file as given, or in a folder the newest ``MODEL-YYMMDD.train`` (DeLFT's rule)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return path
+    candidates = [(m.group("date"), p) for p in folder.iterdir()
+                  if (m := _TRAIN_NAME.fullmatch(p.name)) and m.group("model") == model and p.is_file()]
+    if not candidates:
+        raise DataError(path, None, f"no {model}-YYMMDD.train file in this folder")
+    newest = max(candidates)[1]
+    logger.info("input: %s (the newest of %d %s training files)", newest, len(candidates), model)
+    return str(newest)
+
+
+def read_grobid_data(path: str, model: str, max_sequence_length: int, skip_bad_sequences: bool = False,
+                     max_sequences: int = 0) -> Corpus:
+    """The validated GROBID training data of ``model`` (a file, or the newest in a folder)."""
+    train, _, _ = read_validated(resolve_grobid_input(path, model), None, None, "grobid", max_sequence_length,
+                                 skip_bad_sequences)
+    return _first(train, max_sequences)
+
+
+# ---------------------------------------------------------------------------------- NER
+NER_DATASETS = {"conll2003": ("eng.train", "eng.testa", "eng.testb")}
+"""Dataset name -> (train, validation, test) file names inside ``--data-dir``."""
+
+
+def ner_model_name(dataset: str, architecture: str) -> str:
+    """DeLFT's directory name of an NER model: ``ner-en-conll2003-BidLSTM_CRF``."""
+    return f"ner-en-{dataset}-{architecture}"
+
+
+def ner_defaults(architecture: str) -> AppDefaults:
+    """DeLFT's ``nerTagger.configure()`` for CoNLL-2003."""
+    arch = get_architecture(architecture)
+    if arch.uses_transformer:
+        return AppDefaults(batch_size=32, max_sequence_length=150, max_epoch=15, early_stop=False)
+    if architecture == "BidLSTM_CNN_CRF":
+        return AppDefaults(batch_size=32, max_sequence_length=300, max_epoch=30, word_hidden=200)
+    return AppDefaults(batch_size=32, max_sequence_length=300, max_epoch=50)
+
+
+def ner_files(dataset: str, data_dir: str) -> tuple[str, str, str]:
+    if dataset not in NER_DATASETS:
+        raise ConfigError(f"unknown --dataset {dataset!r}; choose one of: {', '.join(NER_DATASETS)}")
+    if not Path(data_dir).is_dir():
+        raise DataError(data_dir, None, f"--data-dir: not a folder (expected {', '.join(NER_DATASETS[dataset])} in it)")
+    return tuple(str(Path(data_dir) / name) for name in NER_DATASETS[dataset])  # type: ignore[return-value]
+
+
+def read_ner_data(dataset: str, data_dir: str, max_sequence_length: int = 0, skip_bad_sequences: bool = False,
+                  max_sequences: int = 0) -> tuple[Corpus, Corpus, Corpus]:
+    """Train, validation and test corpora, IOB1 read as it is (tags become IOB2 on reading)."""
+    train, valid, test = read_validated(*ner_files(dataset, data_dir), "conll", max_sequence_length, skip_bad_sequences)
+    return _first(train, max_sequences), _first(valid, max_sequences), _first(test, max_sequences)  # type: ignore[arg-type]
+
+
+def read_ner_test(dataset: str, data_dir: str, max_sequences: int = 0) -> Corpus:
+    """The test file alone (``ner eval``), validated like the training data."""
+    test, _, _ = read_validated(ner_files(dataset, data_dir)[2], None, None, "conll")
+    return _first(test, max_sequences)
+
+
+def concatenated(*corpora: Corpus) -> Corpus:
+    """One corpus of all sequences (DeLFT's NER ``train`` uses all three files)."""
+    first = corpora[0]
+    return replace(first, sequences=[s for c in corpora for s in c.sequences],
+                   path=" + ".join(Path(c.path).name for c in corpora))
+
+
+def _first(corpus: Corpus, n: int) -> Corpus:
+    """The first ``n`` sequences (all with 0): quick trials on big data."""
+    if n <= 0 or n >= len(corpus):
+        return corpus
+    return replace(corpus, sequences=corpus.sequences[:n], path=f"{corpus.path} (first {n})")
+
+
+def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str, object]:
+    """The training options with the application's values where the user gave none (None).
+
+    ``given`` maps option names (``batch_size``, ``max_sequence_length``, ``max_epoch``,
+    ``early_stop``, ``feature_columns``) to what the command line says.
+    """
+    chosen = {"batch_size": defaults.batch_size, "max_sequence_length": defaults.max_sequence_length,
+              "max_epoch": defaults.max_epoch, "early_stop": defaults.early_stop,
+              "feature_columns": defaults.feature_columns}
+    return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
+
+
+def with_model_defaults(defaults: AppDefaults, model: ModelConfig) -> ModelConfig:
+    """The network sizes an application sets (DeLFT's 200 LSTM units for BidLSTM_CNN_CRF on NER)."""
+    return replace(model, word_hidden=defaults.word_hidden) if defaults.word_hidden is not None else model

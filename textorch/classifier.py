@@ -1,0 +1,393 @@
+"""``TextClassifier``: the one object behind classification training, evaluation, prediction and saving.
+
+A classifier is an ensemble of ``fold_count`` networks (one by default). With n-fold
+cross-validation each member is trained with one fold held out for early stopping and, for
+multi-label tasks, for tuning its per-class decision thresholds; the members are saved together
+in one model directory and combined at prediction time (normalised geometric mean of their
+probabilities, as DeLFT does).
+
+Evaluation is count-based (:class:`~textorch.eval.cls_metrics.ClassCounts`): each process
+scores its share of the inference batches and the counts are summed with one all-reduce, so
+a multi-process evaluation gives the single-process numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from textorch.config import TrainConfig
+from textorch.data.batching import sorted_batches
+from textorch.data.cls_batching import EncodedTexts, PieceEncoder, WordEncoder
+from textorch.data.cls_readers import ClsCorpus, stratified_folds
+from textorch.data.vocab import Vocabulary
+from textorch.data.word_table import WordTable
+from textorch.errors import ConfigError, DataError, ModelFormatError
+from textorch.eval.cls_metrics import ClassCounts
+from textorch.model_dir import load_model_dir, save_model_dir
+from textorch.models.classifiers import (
+    CLS_BUILDERS,
+    ClassifierEnsemble,
+    build_text_classifier_v1,
+    build_transformer_classifier_v1,
+    get_cls_architecture,
+)
+from textorch.train.checkpoint import Checkpointer
+from textorch.train.dist import DistContext
+from textorch.train.cls_objective import ClassificationObjective, resolve_class_weights, transformer_optimizer
+from textorch.train.dist_eval import my_batches, predict_in_parallel, reduce_counts
+from textorch.train.history import RunRecord, TrainingHistory, history_files
+from textorch.train.tensorboard import tensorboard_callbacks
+from textorch.train.trainer import Trainer, TrainingResult, adam
+
+logger = logging.getLogger(__name__)
+
+TASK = "text_classification"
+TRANSFORMER_BUILDER = "transformer_classifier.v1"
+
+
+@dataclass(frozen=True)
+class ClsModelConfig:
+    """Network shape; defaults are DeLFT's for its classification models."""
+
+    architecture: str = "gru"
+    hidden: int = 64
+    """Recurrent units per direction, and convolution filters (DeLFT's ``recurrent_units``)."""
+    dense_size: int = 32
+    dropout: float = 0.3
+    max_length: int = 300
+    """Tokens (word pieces for ``bert``) of a text the model reads; the rest is cut (DeLFT's ``maxlen``)."""
+    word_dim: int = 100
+    """Size of the learned word embeddings, used only without pre-trained vectors."""
+    transformer: str | None = None
+    """``bert``: local Hugging Face model directory or transformers-registry name."""
+    fold_count: int = 1
+    """Members of the ensemble: 1, or N for N-fold cross-validation."""
+
+    def __post_init__(self) -> None:
+        get_cls_architecture(self.architecture)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
+        for name in ("hidden", "dense_size", "max_length", "word_dim", "fold_count"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ClsDataConfig:
+    """How the files are read and what feeds the model."""
+
+    format: str | None = None
+    """csv, tsv, jsonl, citation-sentiment or licenses; None: from the file name."""
+    text_column: str | None = None
+    label_columns: tuple[str, ...] = ()
+    header: bool = True
+    embeddings: str = "none"
+    class_weights: str | None = None
+    """``balanced``, ``none`` or ``C=W,...``; None: balanced for single-label, none for multi-label."""
+
+
+@dataclass
+class FoldReport:
+    """One ensemble member's training: sizes, epochs and its scores on its validation part."""
+
+    fold: int
+    n_train: int
+    n_valid: int
+    training: TrainingResult
+    valid_scores: dict | None = None
+
+
+@dataclass
+class ClsPrediction:
+    labels: list[str]
+    """The predicted class (single-label) or every class over its threshold (multi-label)."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Probability per class (softmax for single-label, sigmoid for multi-label)."""
+
+
+class TextClassifier:
+    """Classes, text encoder and an ensemble of networks; see the module docstring."""
+
+    def __init__(self, model_config: ClsModelConfig, data_config: ClsDataConfig, classes: list[str], multi_label: bool,
+                 network: ClassifierEnsemble, text_encoder: WordEncoder | PieceEncoder, embeddings: object | None = None,
+                 transformer_parts: object | None = None, device: torch.device | str = "cpu") -> None:
+        self.model_config, self.data_config = model_config, data_config
+        self.classes, self.multi_label = list(classes), multi_label
+        self.network, self.text_encoder = network, text_encoder
+        self.embeddings, self.transformer_parts = embeddings, transformer_parts
+        self.device = torch.device(device)
+        self.network.to(self.device)
+        k = len(network.members)
+        self.member_thresholds = np.full((k, len(classes)), 0.5)
+        self.thresholds = np.full(len(classes), 0.5)
+        self.fold_reports: list[FoldReport] = []
+        self.history: TrainingHistory | None = None
+        """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
+
+    # ----------------------------------------------------------------- building
+    @classmethod
+    def build(cls, train: ClsCorpus, model_config: ClsModelConfig, data_config: ClsDataConfig,
+              embeddings: object | None = None, device: torch.device | str = "cpu", seed: int = 42) -> "TextClassifier":
+        """Classes and vocabulary from ``train``, and ``fold_count`` untrained networks."""
+        if not train.labelled:
+            raise ConfigError(f"{train.path}: training needs labelled data")
+        classes = train.label_set()
+        if len(classes) < (1 if train.multi_label else 2):
+            raise DataError(train.path, None, f"single-label training needs at least 2 classes, found {classes}")
+        arch = get_cls_architecture(model_config.architecture)
+        members, parts = [], None
+        if arch.builder == TRANSFORMER_BUILDER:
+            from textorch.models.transformer_source import open_pretrained
+
+            if not model_config.transformer:
+                raise ConfigError("--architecture bert needs --transformer DIR (a local Hugging Face model directory)")
+            for i in range(model_config.fold_count):
+                torch.manual_seed(seed + i)
+                parts, encoder = open_pretrained(model_config.transformer)
+                members.append(build_transformer_classifier_v1(encoder, len(classes), model_config.dropout))
+            text_encoder: WordEncoder | PieceEncoder = PieceEncoder(parts.tokenizer, min(model_config.max_length, parts.window))
+        else:
+            if model_config.transformer:
+                raise ConfigError(f"--transformer is for the bert architecture, not {arch.name!r}")
+            if embeddings is not None:
+                text_encoder = WordEncoder(model_config.max_length, word_table=WordTable(embeddings))
+            else:
+                text_encoder = WordEncoder(model_config.max_length, vocab=WordEncoder.fit_vocab([e.text for e in train.examples], model_config.max_length))
+            for i in range(model_config.fold_count):
+                torch.manual_seed(seed + i)
+                members.append(_recurrent_member(model_config, len(classes), text_encoder.vocab, embeddings))
+        network = ClassifierEnsemble(members, train.multi_label)
+        return cls(model_config, data_config, classes, train.multi_label, network, text_encoder, embeddings, parts, device)
+
+    # ----------------------------------------------------------------- training
+    def fit(self, train: ClsCorpus, valid: ClsCorpus | None, train_config: TrainConfig, ctx: DistContext | None = None,
+            checkpoints: Callable[[int | None], Checkpointer] | None = None) -> list[FoldReport]:
+        """Train every member in place (member i on all folds but fold i when ``fold_count > 1``).
+
+        ``checkpoints(member)`` gives the checkpointer of a member's training loop (``member`` is
+        None with one fold), see :mod:`textorch.train.resume`.
+        """
+        ctx = ctx or DistContext()
+        k = self.model_config.fold_count
+
+        def checkpointer(i: int) -> Checkpointer | None:
+            return None if checkpoints is None else checkpoints(i if k > 1 else None)
+
+        texts, targets = [e.text for e in train.examples], self.targets(train)
+        if k == 1:
+            valid_part = None if valid is None else ([e.text for e in valid.examples], self.targets(valid))
+            self.fold_reports = [self._fit_member(0, texts, targets, valid_part, train_config, ctx, checkpointer(0))]
+        else:
+            if valid is not None:
+                raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
+            if len(texts) < k:
+                raise ConfigError(f"--fold-count {k} needs at least {k} training texts, got {len(texts)}")
+            self.fold_reports = []
+            for i, held in enumerate(stratified_folds(train.examples, k, train_config.seed)):
+                keep = np.setdiff1d(np.arange(len(texts)), held)
+                part = ([texts[j] for j in keep], targets[keep])
+                self.fold_reports.append(self._fit_member(i, *part, ([texts[j] for j in held], targets[held]), train_config, ctx,
+                                                          checkpointer(i)))
+        # The ensemble has no held-out data of its own: it takes the mean of its members' thresholds.
+        self.thresholds = self.member_thresholds.mean(axis=0)
+        runs = [RunRecord.from_result("train" if k == 1 else f"member {r.fold + 1}", r.training) for r in self.fold_reports]
+        self.history = TrainingHistory(TASK, self._selection_metric, runs)
+        return self.fold_reports
+
+    def _fit_member(self, i: int, texts: list[str], targets: np.ndarray, valid: tuple[list[str], np.ndarray] | None,
+                    train_config: TrainConfig, ctx: DistContext, checkpointer: Checkpointer | None = None) -> FoldReport:
+        data = self.text_encoder.encode(texts, targets)
+        valid_data = self.text_encoder.encode(*valid) if valid is not None and len(valid[0]) else None
+        weights = resolve_class_weights(self.data_config.class_weights, self.classes, self.multi_label, targets)
+        if weights is not None:
+            logger.info("class weights: %s", ", ".join(f"{c}={w:.3g}" for c, w in zip(self.classes, weights.tolist())))
+        objective = ClassificationObjective(self.network.members[i], self.multi_label, weights).to(self.device)
+        validate = None
+        if valid_data is not None and train_config.early_stop:
+            def validate(_: nn.Module) -> float:
+                return self._selection_score(self.count_encoded(valid_data, member=i, ctx=ctx))
+
+        is_transformer = get_cls_architecture(self.model_config.architecture).builder == TRANSFORMER_BUILDER
+        torch.manual_seed(train_config.seed + i)
+        run = f"member-{i + 1}" if self.model_config.fold_count > 1 else None
+        callbacks = tensorboard_callbacks(train_config.tensorboard_dir, self._selection_metric, run)
+        trainer = Trainer(objective, train_config, self.device, ctx, validate, transformer_optimizer if is_transformer else adam,
+                          callbacks=callbacks, checkpoints=checkpointer)
+        result = trainer.fit(data)
+        self.network.eval()
+        scores = None
+        if valid_data is not None:
+            if self.multi_label:
+                self.member_thresholds[i] = self.count_encoded(valid_data, member=i, ctx=ctx).tune_thresholds()
+            scores = self.count_encoded(valid_data, member=i, ctx=ctx).scores()
+        return FoldReport(i, len(texts), 0 if valid_data is None else len(valid_data.ids), result, scores)
+
+    @property
+    def _selection_metric(self) -> str:
+        """Name of the score :meth:`_selection_score` returns (for the training history)."""
+        return "roc_auc" if self.multi_label else "macro_f1"
+
+    def _selection_score(self, counts: ClassCounts) -> float:
+        """Early stopping follows macro-F1 (single-label, robust to imbalance) or macro ROC-AUC (multi-label,
+        independent of the thresholds that are tuned afterwards)."""
+        scores = counts.scores()
+        if self.multi_label and scores.get("roc_auc") is not None:
+            return float(scores["roc_auc"])
+        return float(scores["macro"]["f1"])
+
+    # ----------------------------------------------------------------- inference
+    def targets(self, corpus: ClsCorpus) -> np.ndarray:
+        """Class ids (N,) or indicators (N, C); a label the model does not know is a DataError at its line."""
+        if not corpus.labelled:
+            raise DataError(corpus.path, None, "labels are needed here, but the data has none")
+        if corpus.multi_label != self.multi_label:
+            kind = "multi-label" if self.multi_label else "single-label"
+            raise DataError(corpus.path, None, f"the model is {kind} but the data is not (check --label-column)")
+        index = {c: k for k, c in enumerate(self.classes)}
+        if corpus.classes is not None and sorted(corpus.classes) != sorted(self.classes):
+            raise DataError(corpus.path, 1, f"label columns {corpus.classes} differ from the model's classes {self.classes}")
+        out = np.zeros((len(corpus), len(self.classes)), dtype=np.float32) if self.multi_label else np.zeros(len(corpus), dtype=np.int64)
+        for row, example in enumerate(corpus.examples):
+            for label in example.labels:
+                if label not in index:
+                    raise DataError(corpus.path, example.line, f"unknown label {label!r}; the model's classes are: {', '.join(self.classes)}")
+                if self.multi_label:
+                    out[row, index[label]] = 1.0
+                else:
+                    out[row] = index[label]
+        return out
+
+    @torch.inference_mode()
+    def _decode(self, data: EncodedTexts, indices: list[int], member: int | None) -> np.ndarray:
+        return self.network(data.batch(indices).to(self.device), member).float().cpu().numpy()
+
+    def count_encoded(self, data: EncodedTexts, member: int | None = None, ctx: DistContext | None = None,
+                      batch_size: int = 64) -> ClassCounts:
+        """Counts over labelled encoded texts; each process takes its share of batches, then one all-reduce."""
+        ctx = ctx or DistContext()
+        self.network.eval()
+        thresholds = self.thresholds if member is None else self.member_thresholds[member]
+        counts = ClassCounts(self.classes, self.multi_label)
+        for indices in my_batches(sorted_batches(data.lengths(), batch_size), ctx):
+            logits = self._decode(data, indices, member)
+            if self.multi_label:
+                counts.update_multi(data.targets[indices], logits, thresholds)
+            else:
+                counts.update_single(data.targets[indices], logits.argmax(axis=1))
+        return reduce_counts(counts, self.classes, ctx)
+
+    def evaluate(self, corpus: ClsCorpus, member: int | None = None, ctx: DistContext | None = None, batch_size: int = 64) -> dict:
+        """Scores of the ensemble (or of one member) on a labelled corpus."""
+        data = self.text_encoder.encode([e.text for e in corpus.examples], self.targets(corpus))
+        return self.count_encoded(data, member, ctx, batch_size).scores()
+
+    def predict_logits(self, texts: list[str], batch_size: int = 64, ctx: DistContext | None = None) -> np.ndarray:
+        """Ensemble logits (N, C) in input order; with several processes each decodes a share, all get all."""
+        ctx = ctx or DistContext()
+        self.network.eval()
+        data = self.text_encoder.encode(texts)
+        rows = predict_in_parallel(sorted_batches(data.lengths(), batch_size), lambda idx: list(self._decode(data, idx, None)), len(texts), ctx)
+        return np.stack(rows) if rows else np.zeros((0, len(self.classes)), dtype=np.float32)
+
+    def predict(self, texts: list[str], batch_size: int = 64, ctx: DistContext | None = None) -> list[ClsPrediction]:
+        """Per text, the probability of each class and the predicted class(es)."""
+        logits = torch.from_numpy(self.predict_logits(texts, batch_size, ctx)).double()
+        probabilities = (torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)).numpy()
+        out = []
+        for row in probabilities:
+            if self.multi_label:
+                labels = [c for c, p, t in zip(self.classes, row, self.thresholds) if p >= t]
+            else:
+                labels = [self.classes[int(row.argmax())]]
+            out.append(ClsPrediction(labels, {c: float(p) for c, p in zip(self.classes, row)}))
+        return out
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, directory: str | Path, training_run: dict | None = None) -> Path:
+        """Write the model directory atomically; ``training_run`` (see :mod:`textorch.train.resume`)
+        lets ``--resume`` recognise a finished run."""
+        arch = get_cls_architecture(self.model_config.architecture)
+        config = {
+            "task": TASK,
+            "builder": arch.builder,
+            "model": asdict(self.model_config),
+            "data": asdict(self.data_config),
+            "multi_label": self.multi_label,
+            "thresholds": self.thresholds.tolist(),
+            "member_thresholds": self.member_thresholds.tolist(),
+            "embeddings": self.embeddings.describe() if self.embeddings is not None else None,
+            "transformer": self.transformer_parts.describe() if self.transformer_parts is not None else None,
+        }
+        vocab = self.text_encoder.vocab if isinstance(self.text_encoder, WordEncoder) else None
+        words = {"classes": self.classes, "words": vocab.to_json() if vocab is not None else None}
+        extra = self.transformer_parts.files() if self.transformer_parts is not None else None
+        extra = {**(extra or {}), **history_files(self.history)}
+        if training_run is not None:
+            config["training_run"] = training_run
+        return save_model_dir(directory, config, words, self.network.state_dict(), extra)
+
+    @classmethod
+    def load(cls, directory: str | Path, device: torch.device | str = "cpu", embeddings: object | None = None,
+             cache_dir: str | Path | None = None) -> "TextClassifier":
+        """Rebuild from ``config.json`` with the builder it names, then load the weights."""
+        config, vocab_json, state = load_model_dir(directory)
+        if config.get("task") != TASK:
+            raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a text classification model")
+        if config.get("builder") not in CLS_BUILDERS:
+            raise ModelFormatError(f"{directory}: unknown builder {config.get('builder')!r}; known: {', '.join(CLS_BUILDERS)}")
+        model_config = _config_from(ClsModelConfig, config["model"])
+        data_config = _config_from(ClsDataConfig, config["data"])
+        classes, multi = list(vocab_json["classes"]), bool(config["multi_label"])
+        described, parts = config.get("embeddings"), None
+        if described is not None:
+            if embeddings is None:
+                from textorch.embeddings import open_embeddings
+
+                embeddings = open_embeddings(described["path"], cache_dir=cache_dir)
+            embeddings.check_matches(described)
+        if config["builder"] == TRANSFORMER_BUILDER:
+            from textorch.models.transformer_source import load_saved
+
+            members = []
+            for _ in range(model_config.fold_count):
+                parts, encoder = load_saved(directory)
+                members.append(build_transformer_classifier_v1(encoder, len(classes), model_config.dropout))
+            text_encoder: WordEncoder | PieceEncoder = PieceEncoder(parts.tokenizer, min(model_config.max_length, parts.window))
+        else:
+            vocab = Vocabulary.from_json(vocab_json["words"]) if vocab_json.get("words") else None
+            text_encoder = WordEncoder(model_config.max_length, vocab=vocab, word_table=None if vocab else WordTable(embeddings))
+            members = [_recurrent_member(model_config, len(classes), vocab, embeddings) for _ in range(model_config.fold_count)]
+        network = ClassifierEnsemble(members, multi)
+        try:
+            network.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ModelFormatError(f"{directory}/model.safetensors: weights do not fit the config ({exc})") from None
+        network.eval()
+        classifier = cls(model_config, data_config, classes, multi, network, text_encoder, embeddings, parts, device)
+        classifier.thresholds = np.asarray(config["thresholds"], dtype=np.float64)
+        classifier.member_thresholds = np.asarray(config["member_thresholds"], dtype=np.float64)
+        return classifier
+
+
+def _recurrent_member(model_config: ClsModelConfig, n_classes: int, vocab: Vocabulary | None, embeddings: object | None) -> nn.Module:
+    """One network of the recurrent/convolutional family: the same call at training and at loading."""
+    return build_text_classifier_v1(
+        model_config.architecture, n_classes,
+        word_dim=embeddings.dim if embeddings is not None else model_config.word_dim,
+        vocab_size=len(vocab) if vocab is not None else 0,
+        hidden=model_config.hidden, dense_size=model_config.dense_size, dropout=model_config.dropout,
+    )
+
+
+def _config_from(config_class: type, data: dict) -> object:
+    """A config from saved JSON: unknown keys (a newer release) ignored, lists back to tuples."""
+    known = {f.name for f in fields(config_class)}
+    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
+    return config_class(**values)

@@ -1,0 +1,184 @@
+"""``textorch grobid`` and ``textorch ner``: DeLFT's grobidTagger and nerTagger, as commands.
+
+Each action is a few lines over :mod:`textorch.apps` (defaults, data layout) and
+:mod:`textorch.seq_runs` (training); every training option of ``seq train`` is accepted, and
+the ones an application sets per model default to the application's value instead of the
+library's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from textorch import apps
+from textorch.cli import seq
+from textorch.cli.run_options import incremental_input
+from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.data.corpus import Corpus
+from textorch.errors import ConfigError
+from textorch.train.dist import session
+
+logger = logging.getLogger(__name__)
+
+_APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns")
+_ACTIONS = ("train", "train-eval", "eval", "tag")
+
+
+def _training_options(parser: argparse.ArgumentParser, note: str) -> None:
+    """``seq train``'s options, with the per-model ones defaulting to None (= the application's value)."""
+    seq._add_training_options(parser)
+    # argparse has no public way to change an option once added; the actions list is stable API in practice.
+    for action in parser._actions:
+        if action.dest in _APP_DEFAULTED:
+            action.default = None
+            action.help = re.sub(r"\(default: [^)]*\)", f"(default: {note})", action.help or "")
+        elif action.dest == "format":
+            action.help = argparse.SUPPRESS  # the application knows its format
+
+
+def _resolve(args: argparse.Namespace, defaults: apps.AppDefaults) -> tuple[ModelConfig, TrainConfig, DataConfig]:
+    """The three configs: command-line values, else the application's, else the library's."""
+    chosen = apps.resolve_options(defaults, vars(args))
+    vars(args).update(chosen)
+    logger.info("settings: %s", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in chosen.items()))
+    model, train, data = seq._configs(args)
+    return apps.with_model_defaults(defaults, model), train, data
+
+
+def _write_json(document: dict, path: str | None) -> None:
+    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    if path:
+        Path(path).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def _evaluate(model_dir: str, corpus: Corpus, args: argparse.Namespace) -> int:
+    from textorch import workflows
+
+    with session(args.device, args.threads) as (ctx, device):
+        labeler = workflows.SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
+        scores = labeler.evaluate(corpus, ctx=ctx)
+    if ctx.is_main:
+        print(workflows.report(scores))
+        workflows.write_metrics(scores, args.metrics_json)
+    return 0
+
+
+def _train(args: argparse.Namespace, configs: tuple[ModelConfig, TrainConfig, DataConfig], model_dir: str,
+           read: Callable[[TrainConfig], tuple[Corpus | None, ...]], **split: bool) -> int:
+    """Read (inside the session: every process reads), train, report.
+
+    ``read(train_config)`` gives the train corpus, then optionally validation and test corpora.
+    """
+    from textorch import seq_runs
+
+    model, train, data = configs
+    input_model = incremental_input(args)  # option errors before any reading
+    with session(args.device, args.threads) as (ctx, device):
+        corpora = read(train)
+        outcome = seq_runs.train_corpora(
+            corpora[0], model_dir, model, train, data, *corpora[1:], fold_count=args.fold_count,
+            input_model=input_model, device=device, cache_dir=args.cache_dir, ctx=ctx, **split,
+        )
+    if ctx.is_main:
+        seq_runs.print_outcome(outcome, args.metrics_json)
+    return 0
+
+
+# --------------------------------------------------------------------------------- grobid
+def _grobid(args: argparse.Namespace) -> int:
+    model_dir = args.output or str(Path("models") / apps.grobid_model_name(args.model, args.architecture))
+    if not args.input:
+        raise ConfigError(f"grobid {args.action} needs --input (a GROBID file, or a folder holding {args.model}-YYMMDD.train)")
+    if args.action in ("train", "train-eval"):
+        configs = _resolve(args, apps.grobid_defaults(args.model, args.architecture))
+
+        def read(train: TrainConfig) -> tuple[Corpus]:
+            return (apps.read_grobid_data(args.input, args.model, train.max_sequence_length, args.skip_bad_sequences,
+                                          args.max_sequences),)
+
+        return _train(args, configs, model_dir, read, hold_out_test=args.action == "train-eval")
+    if args.action == "eval":
+        return _evaluate(model_dir, apps.read_grobid_data(args.input, args.model, 0, False, args.max_sequences), args)
+    return _grobid_tag(args, model_dir)
+
+
+def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
+    from textorch import workflows
+    from textorch.api import tagging_answer
+
+    with session(args.device, args.threads) as (ctx, device):
+        labeler = workflows.SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
+        corpus = workflows.read_for_tagging(args.input, args.input_format, labeler)
+        predictions, seconds = workflows.tag_corpus(labeler, corpus, 32, ctx)
+    if ctx.is_main:
+        document = tagging_answer(Path(model_dir).name, corpus.sequences, predictions, seconds,
+                                  args.input_format != "text", labeler.input_format)
+        _write_json(document, args.tag_output)
+    return 0
+
+
+# ------------------------------------------------------------------------------------ ner
+def _ner(args: argparse.Namespace) -> int:
+    model_dir = args.output or str(Path("models") / apps.ner_model_name(args.dataset, args.architecture))
+    if args.action == "eval":
+        return _evaluate(model_dir, apps.read_ner_test(args.dataset, args.data_dir, args.max_sequences), args)
+    if args.train_with_validation_set:
+        if args.action != "train-eval":
+            raise ConfigError("--train-with-validation-set is for train-eval (train already uses every file)")
+        args.early_stop = False  # the validation data is training data now: nothing left to stop on
+    configs = _resolve(args, apps.ner_defaults(args.architecture))
+
+    def read(train: TrainConfig) -> tuple[Corpus | None, ...]:
+        files = apps.read_ner_data(args.dataset, args.data_dir, train.max_sequence_length, args.skip_bad_sequences,
+                                   args.max_sequences)
+        if args.action == "train":  # DeLFT: all three files, then a random 90/10 train/validation split
+            return (apps.concatenated(*files),)
+        if args.train_with_validation_set:
+            return apps.concatenated(files[0], files[1]), None, files[2]
+        return files
+
+    return _train(args, configs, model_dir, read)
+
+
+def register(groups: argparse._SubParsersAction) -> None:
+    p = groups.add_parser("grobid", help="train, evaluate and use GROBID models with DeLFT's per-model settings",
+                          description="DeLFT's grobidTagger: GROBID models (date, name-header, affiliation-address...) "
+                                      "with the batch size, maximum sequence length, epochs and feature columns DeLFT "
+                                      "uses for each. Models are named grobid-MODEL-ARCHITECTURE.")
+    p.add_argument("model", metavar="MODEL", help=f"GROBID model name: {', '.join(apps.GROBID_MODELS)} (others get generic settings)")
+    p.add_argument("action", choices=_ACTIONS, help="train (90/10 train/validation split), train-eval (10%% held out for "
+                   "testing, then 10%% for validation), eval (score a saved model on --input), tag (DeLFT's JSON)")
+    p.add_argument("--input", metavar="PATH", help="GROBID training file, or a folder: its newest MODEL-YYMMDD.train is "
+                   "taken; for tag, the file to tag")
+    p.add_argument("--output", metavar="DIR", help="model directory, written by train/train-eval and read by eval/tag "
+                   "(default: models/grobid-MODEL-ARCHITECTURE)")
+    p.add_argument("--input-format", default="grobid", choices=["grobid", "text"],
+                   help="tag: GROBID feature lines (default) or plain text, one text per line (models without features)")
+    p.add_argument("--tag-output", metavar="FILE", help="tag: write the JSON here (default: stdout)")
+    p.add_argument("--metrics-json", metavar="FILE", help="train-eval, eval: write the scores as JSON here")
+    p.add_argument("--max-sequences", type=int, default=0, metavar="N", help="read only the first N sequences (quick trials; default: all)")
+    _training_options(p, "DeLFT's value for the model, see docs/applications.md")
+    p.set_defaults(run=_grobid, format="grobid")
+
+    p = groups.add_parser("ner", help="train and evaluate NER on CoNLL-2003 as DeLFT's nerTagger does",
+                          description="DeLFT's nerTagger for CoNLL-2003 (English): the IOB1 files eng.train, eng.testa "
+                                      "and eng.testb read as they are. Models are named ner-en-DATASET-ARCHITECTURE.")
+    p.add_argument("action", choices=_ACTIONS[:3], help="train (all three files, random 90/10 train/validation split), "
+                   "train-eval (train on eng.train, early stopping on eng.testa, test on eng.testb), eval (on eng.testb)")
+    p.add_argument("--dataset", default="conll2003", choices=list(apps.NER_DATASETS), help="dataset (default: conll2003)")
+    p.add_argument("--data-dir", required=True, metavar="DIR", help="folder holding eng.train, eng.testa and eng.testb")
+    p.add_argument("--output", metavar="DIR", help="model directory (default: models/ner-en-DATASET-ARCHITECTURE)")
+    p.add_argument("--train-with-validation-set", action="store_true",
+                   help="train-eval: train on eng.train + eng.testa, without early stopping (as DeLFT's option)")
+    p.add_argument("--metrics-json", metavar="FILE", help="train-eval, eval: write the scores as JSON here")
+    p.add_argument("--max-sequences", type=int, default=0, metavar="N", help="read only the first N sentences of each file (quick trials; default: all)")
+    _training_options(p, "DeLFT's value for the architecture, see docs/applications.md")
+    p.set_defaults(run=_ner, format="conll")

@@ -1,0 +1,223 @@
+"""Library functions behind the ``cls`` commands: read and check all data first, then train.
+
+Each takes plain values (paths, configs) and returns results; the CLI parses and prints only.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from textorch import __version__
+from textorch.classifier import TASK, ClsDataConfig, ClsModelConfig, ClsPrediction, TextClassifier
+from textorch.config import TrainConfig
+from textorch.data.cls_readers import ClsCorpus, detect_format, read_cls, stratified_holdout
+from textorch.errors import ConfigError
+from textorch.eval.cls_metrics import summarize_folds
+from textorch.model_dir import check_writable
+from textorch.train.dist import DistContext
+from textorch.train.resume import COMPLETE, CheckpointOptions, RunCheckpoints, describe_run, prepare_run
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ClsTrainOutcome:
+    classifier: TextClassifier | None
+    """None only when ``--resume`` found a finished run without ``--output``."""
+    test_scores: dict | None = None
+    """Scores of the model (the ensemble with several folds) on the test data."""
+    fold_scores: list[dict] = field(default_factory=list)
+    """With several folds: each member's scores on the test data, else on its held-out fold."""
+    fold_scores_on: str = ""
+    splits: dict = field(default_factory=dict)
+
+    def metrics(self) -> dict | None:
+        """The ``--metrics-json`` document: test scores, plus per-fold scores, mean and sd with folds."""
+        if self.test_scores is None:
+            return None
+        document = dict(self.test_scores)
+        if len(self.fold_scores) > 1:
+            document["folds"] = {"scores_on": self.fold_scores_on, "scores": self.fold_scores, **summarize_folds(self.fold_scores)}
+        return document
+
+
+def read_labelled(path: str, data_config: ClsDataConfig) -> ClsCorpus:
+    return read_cls(path, data_config.format, data_config.text_column, data_config.label_columns, data_config.header)
+
+
+def _open_embeddings(spec: str, cache_dir: str | None):
+    if spec in ("", "none"):
+        return None
+    from textorch.embeddings import open_embeddings
+
+    return open_embeddings(spec, cache_dir=cache_dir)
+
+
+def train_classifier(
+    train_path: str,
+    output: str | None,
+    model_config: ClsModelConfig,
+    train_config: TrainConfig,
+    data_config: ClsDataConfig,
+    valid_path: str | None = None,
+    test_path: str | None = None,
+    hold_out_test: bool = False,
+    device: str = "cpu",
+    cache_dir: str | None = None,
+    ctx: DistContext | None = None,
+    checkpoints: CheckpointOptions | None = None,
+) -> ClsTrainOutcome:
+    """``cls train`` and ``cls train-eval``: split, train (n-fold or not), score, save.
+
+    With ``checkpoints`` (and ``output`` or ``checkpoints.directory``) each member's training
+    state is saved as it goes, and ``checkpoints.resume`` continues an interrupted run or
+    reports a finished one (:mod:`textorch.train.resume`).
+
+    Splits are stratified by label and seeded by ``train_config.seed``: with ``hold_out_test``
+    and no test file, 10 % of the training data is the test set; with one fold, early stopping
+    uses ``valid_path`` or else ``valid_fraction`` of what remains; with N folds each member is
+    validated on its own fold.
+    """
+    ctx = ctx or DistContext()
+    if output is not None:
+        check_writable(output)
+    run = prepare_run(checkpoints, output, lambda: describe_run(
+        TASK, {"model": asdict(model_config), "train": asdict(train_config), "data": asdict(data_config)},
+        {"train": train_path, "valid": valid_path, "test": test_path}, {"hold_out_test": hold_out_test},
+        ctx.world_size), ctx)
+    train = read_labelled(train_path, data_config)
+    data_config = replace(data_config, format=data_config.format or train.format)
+    valid = read_labelled(valid_path, data_config) if valid_path else None
+    test = read_labelled(test_path, data_config) if test_path else None
+    if valid is not None and model_config.fold_count > 1:
+        raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
+    if hold_out_test and test is None:
+        train, test = stratified_holdout(train, 0.1, train_config.seed, "held out as test")
+    if train_config.early_stop and valid is None and model_config.fold_count == 1:
+        train, valid = stratified_holdout(train, train_config.valid_fraction, train_config.seed + 1, "held out for validation")
+    splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
+    logger.info("data: %s (%s) - %d train, %d valid, %d test texts", train_path, train.format, *splits.values())
+    if run is not None and run.status == COMPLETE:
+        return _already_trained(run, test, splits, device, cache_dir, ctx)
+    embeddings = _open_embeddings(data_config.embeddings, cache_dir)
+    classifier = TextClassifier.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
+    if test is not None:
+        classifier.targets(test)  # unknown test labels fail now, not after training
+    reports = classifier.fit(train, valid, train_config, ctx, run.checkpointer if run is not None else None)
+    for report in reports:
+        result = report.training
+        logger.info("member %d: %d epochs in %.1fs, best epoch %d, valid macro-F1 %s", report.fold, len(result.history),
+                    result.train_seconds, result.best_epoch,
+                    "-" if report.valid_scores is None else f"{report.valid_scores['macro']['f1']:.4f}")
+    outcome = ClsTrainOutcome(classifier, splits=splits)
+    if test is not None:
+        outcome.test_scores = classifier.evaluate(test, ctx=ctx)
+    if model_config.fold_count > 1:
+        if test is not None:
+            outcome.fold_scores = [classifier.evaluate(test, member=i, ctx=ctx) for i in range(model_config.fold_count)]
+            outcome.fold_scores_on = "test"
+        else:
+            outcome.fold_scores = [r.valid_scores for r in reports]
+            outcome.fold_scores_on = "held-out fold"
+    _record_in_history(classifier, outcome, test)
+    if output is not None and run is not None:
+        run.before_save(ctx)
+    if output is not None and ctx.is_main:
+        classifier.save(output, run.model_record() if run is not None else None)
+        logger.info("model saved to %s", output)
+    ctx.barrier()
+    if run is not None:
+        run.finish(ctx, outcome.test_scores)
+    return outcome
+
+
+def _already_trained(run: RunCheckpoints, test: ClsCorpus | None, splits: dict, device: str, cache_dir: str | None,
+                     ctx: DistContext) -> ClsTrainOutcome:
+    """``--resume`` of a finished run: its saved model, scored again on the test data, or, without
+    ``--output``, the test scores it recorded."""
+    if run.output is None:
+        logger.info("training had already finished (%s)", run.root / "complete.json")
+        return ClsTrainOutcome(None, run.record.get("test_scores"), splits=splits)
+    logger.info("training had already finished: the model is in %s", run.output)
+    classifier = TextClassifier.load(run.output, device=device, cache_dir=cache_dir)
+    outcome = ClsTrainOutcome(classifier, splits=splits)
+    if test is not None:
+        outcome.test_scores = classifier.evaluate(test, ctx=ctx)
+        if classifier.model_config.fold_count > 1:
+            outcome.fold_scores = [classifier.evaluate(test, member=i, ctx=ctx) for i in range(classifier.model_config.fold_count)]
+            outcome.fold_scores_on = "test"
+    return outcome
+
+
+def _record_in_history(classifier: TextClassifier, outcome: ClsTrainOutcome, test: ClsCorpus | None) -> None:
+    """Test scores and the n-fold summary go into history.json beside the per-epoch records."""
+    history = classifier.history
+    if history is None:
+        return
+    if outcome.test_scores is not None and test is not None:
+        history.final_scores, history.final_scores_on = outcome.test_scores, str(test.path)
+    if len(outcome.fold_scores) > 1:
+        history.folds = {"scores_on": outcome.fold_scores_on, "scores": outcome.fold_scores,
+                         **summarize_folds(outcome.fold_scores)}
+
+
+def evaluate_classifier(classifier: TextClassifier, test_path: str, overrides: dict | None = None, ctx: DistContext | None = None,
+                        batch_size: int = 64) -> dict:
+    """Scores of a loaded model on a labelled file read with the model's column settings (or ``overrides``)."""
+    data_config = replace(classifier.data_config, **{k: v for k, v in (overrides or {}).items() if v not in (None, ())})
+    if not (overrides or {}).get("format"):
+        data_config = replace(data_config, format=_default_format(test_path, classifier.data_config.format, True))
+    return classifier.evaluate(read_labelled(test_path, data_config), ctx=ctx, batch_size=batch_size)
+
+
+def _default_format(path: str, trained_on: str | None, labelled: bool) -> str | None:
+    """The file name decides (``.txt`` is sniffed), but a ``.csv`` file keeps the header-less licence layout
+    when the model was trained on it; a name that says nothing falls back to the training format."""
+    try:
+        detected = detect_format(path, labelled)
+    except ConfigError:
+        return trained_on
+    return "licenses" if trained_on == "licenses" and detected == "csv" else detected
+
+
+def read_for_classification(path: str, input_format: str | None, classifier: TextClassifier) -> ClsCorpus:
+    """Texts to classify; labels in a labelled format are ignored."""
+    config = classifier.data_config
+    fmt = input_format or _default_format(path, config.format, False)
+    return read_cls(path, fmt, config.text_column, (), config.header, labelled=False)
+
+
+def classify_texts(classifier: TextClassifier, texts: list[str], batch_size: int = 64,
+                   ctx: DistContext | None = None) -> tuple[list[ClsPrediction], float]:
+    started = time.perf_counter()
+    predictions = classifier.predict(texts, batch_size, ctx)
+    return predictions, time.perf_counter() - started
+
+
+def classification_document(model_name: str, classifier: TextClassifier, corpus: ClsCorpus,
+                            predictions: list[ClsPrediction], runtime_s: float) -> dict:
+    """JSON answer of ``cls classify``: per text, its line, the class scores and the predicted class(es)."""
+    return {
+        "software": "textorch",
+        "version": __version__,
+        "model": model_name,
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "runtime": round(runtime_s, 3),
+        "classes": classifier.classes,
+        "multi_label": classifier.multi_label,
+        "classifications": [
+            {"text": e.text, "line": e.line, "scores": {c: round(s, 6) for c, s in p.scores.items()}, "labels": p.labels}
+            for e, p in zip(corpus.examples, predictions)
+        ],
+    }
+
+
+def write_json(document: dict | None, path: str | None) -> None:
+    if path and document is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,78 @@
+"""Transformer embedder and the ``transformer_tagger.v1`` builder (the BERT family).
+
+The embedder wraps any Hugging Face encoder module (received ready-made: pre-trained weights
+at build time, an empty shell filled from ``model.safetensors`` at load time) and turns the
+windows of a :class:`~textorch.data.subwords.WindowedBatch` into one vector per word. The rest
+of a BERT architecture is the same parts as the recurrent family: optional char BiLSTM and
+feature channel, an identity encoder, a softmax or CRF head.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from textorch.data.batching import Batch
+from textorch.errors import ConfigError
+from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder
+from textorch.models.encoders import IdentityEncoder
+from textorch.models.heads import CRFHead, SoftmaxHead
+from textorch.models.tagger import SequenceTagger
+
+if TYPE_CHECKING:  # architectures.py imports this module to register the builder
+    from textorch.models.architectures import Architecture
+
+
+class TransformerEmbedder(nn.Module):
+    """First-sub-token vectors of each word, read from the window chosen by the data pipeline."""
+
+    def __init__(self, encoder: nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        # A pooler is never used for tagging; dropping it keeps every parameter trained (DDP
+        # refuses parameters without gradients) and the saved weights smaller. The same is done
+        # at build and load time, so the state dict keys always match.
+        if getattr(encoder, "pooler", None) is not None:
+            encoder.pooler = None
+        self.encoder = encoder
+        self.output_dim = hidden_size
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        window_ids = getattr(batch, "window_ids", None)
+        if window_ids is None:
+            raise ValueError("a transformer model needs a WindowedBatch (sub-token windows)")
+        hidden = self.encoder(input_ids=window_ids, attention_mask=batch.window_mask).last_hidden_state  # (N, W, H)
+        flat = hidden.reshape(-1, hidden.shape[-1])  # (N * W, H)
+        return flat[batch.word_index]  # (B, L, H)
+
+
+def build_transformer_tagger_v1(
+    architecture: Architecture,
+    encoder: nn.Module,
+    hidden_size: int,
+    n_chars: int,
+    n_labels: int,
+    feature_vocab_sizes: list[int],
+    char_dim: int = 25,
+    char_hidden: int = 25,
+    feature_dim: int = 4,
+    feature_output_dim: int = 32,
+    dropout: float = 0.1,
+) -> SequenceTagger:
+    """Transformer (+ char encoder) (+ features) -> identity -> softmax or CRF, from flat arguments."""
+    embedders: list[nn.Module] = [TransformerEmbedder(encoder, hidden_size)]
+    if architecture.char_encoder == "lstm":
+        embedders.append(CharBiLSTMEmbedder(n_chars, char_dim, char_hidden))
+    elif architecture.char_encoder == "cnn":
+        embedders.append(CharCNNEmbedder(n_chars, char_dim, filters=2 * char_hidden))
+    if architecture.features:
+        if not feature_vocab_sizes:
+            raise ConfigError(
+                f"{architecture.name} needs categorical feature columns, but the training data has "
+                "none (use a GROBID-format file, or an architecture without _FEATURES)"
+            )
+        embedders.append(FeatureEmbedder(feature_vocab_sizes, feature_dim, feature_output_dim))
+    input_dim = sum(e.output_dim for e in embedders)
+    head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
+    return SequenceTagger(nn.ModuleList(embedders), IdentityEncoder(input_dim), head_class(input_dim, n_labels), dropout)

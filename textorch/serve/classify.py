@@ -1,0 +1,35 @@
+"""Serving text classifiers: the function a batcher runs and the JSON answer.
+
+Both reuse the classification library: ``TextClassifier.predict`` computes, and the answer is
+``cls classify``'s own JSON document (``cls_workflows.classification_document``), so the server
+and the CLI cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from textorch.serve.config import ServerConfig
+from textorch.serve.models import ServedModel
+
+
+def classification_runner(model: ServedModel, config: ServerConfig) -> Callable[[list[str]], list[Any]]:
+    classifier = model.predictor
+
+    def run(texts: list[str]) -> list[Any]:
+        return classifier.predict(texts, batch_size=config.max_batch_size)
+
+    return run
+
+
+def classify_answer(model: ServedModel, texts: list[str], predictions: list[Any], runtime_s: float) -> dict:
+    """``{"software", "version", "model", "date", "runtime", "classes", "multi_label", "classifications":
+    [{"text", "scores", "labels"}]}``, in request order."""
+    from textorch.cls_workflows import classification_document
+    from textorch.data.cls_readers import ClsCorpus, ClsExample
+
+    corpus = ClsCorpus([ClsExample(text) for text in texts])
+    document = classification_document(model.name, model.predictor, corpus, predictions, runtime_s)
+    for record in document["classifications"]:
+        record.pop("line", None)  # a file line number; meaningless for a request
+    return document
