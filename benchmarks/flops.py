@@ -24,7 +24,6 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -52,7 +51,8 @@ class RecurrentFlops:
     analytic count, which is the same whichever kernel runs.
     """
 
-    def __init__(self, model: nn.Module, counter: FlopCounterMode) -> None:
+    def __init__(self, model: nn.Module, counter: object) -> None:
+        """``counter``: a running ``FlopCounterMode`` (anything with ``get_total_flops()``)."""
         self.counter = counter
         self.flops = 0
         self.counted_inside = 0
@@ -87,6 +87,8 @@ class RecurrentFlops:
 
 
 def count_flops(model: nn.Module, fn) -> int:
+    from torch.utils.flop_counter import FlopCounterMode  # heavy import (sympy): only when counting
+
     with FlopCounterMode(display=False) as counter:
         recurrent = RecurrentFlops(model, counter)
         try:

@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/profile_seq.py train    # one epoch on the first N sentences of eng.train
 
 Prints the top functions by cumulative and by own time (cProfile), then the top operators by
-self CPU time (torch.profiler), and writes the raw cProfile dump to results/profile-MODE.pstats
-(open with ``python -m pstats``). The network is untrained: the work per token is the same.
+self CPU time (torch.profiler), and writes the raw cProfile dump to
+benchmarks/work/profile-MODE.pstats (git-ignored; open with ``python -m pstats``). The network is untrained: the work per token is the same.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, shared  # noqa: E402
+from common import REPO, shared  # noqa: E402
 
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
@@ -50,8 +50,9 @@ def work_train(labeler: SequenceLabeler, corpus) -> None:
 
 
 def report(profiler: cProfile.Profile, top: int, mode: str) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    profiler.dump_stats(str(RESULTS / f"profile-{mode}.pstats"))
+    work = REPO / "benchmarks" / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    profiler.dump_stats(str(work / f"profile-{mode}.pstats"))
     for key in ("cumulative", "tottime"):
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(key).print_stats(top)

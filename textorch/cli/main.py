@@ -30,6 +30,8 @@ def _build_parser() -> argparse.ArgumentParser:
     report.register(groups)
     from textorch.cli import apps
     apps.register(groups)
+    from textorch.cli import export
+    export.register(groups)
     return parser
 
 

@@ -18,6 +18,7 @@ from textorch.train.launch import add_distributed_options
 from textorch.train.resume import add_checkpoint_options, checkpoint_options, refuse_checkpoint_options
 from textorch import seq_runs, workflows
 from textorch.cli.run_options import add_seq_run_options, incremental_input
+from textorch.cli.export import add_engine_options, apply_engine_options
 
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
@@ -125,6 +126,7 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
 def _eval(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         labeler = workflows.SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
+        apply_engine_options(args, labeler)
         corpus = workflows.read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
         scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
     if ctx.is_main:
@@ -137,6 +139,7 @@ def _tag(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         started = time.perf_counter()
         labeler = workflows.SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
+        apply_engine_options(args, labeler)
         load_s = time.perf_counter() - started
         corpus = workflows.read_for_tagging(args.input, args.input_format, labeler)
         predictions, tag_s = workflows.tag_corpus(labeler, corpus, args.batch_size, ctx)
@@ -208,6 +211,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="sequences per batch, per device (default: 64)")
     _add_common(p)
+    add_engine_options(p)
     p.set_defaults(run=_eval)
 
     p = commands.add_parser("tag", help="tag text, CoNLL or GROBID input with a saved model")
@@ -218,6 +222,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="sequences per batch, per device (default: 32)")
     p.add_argument("--stats-json", help="write n_sequences, n_tokens, load_s, tag_s, tokens_per_s here")
     _add_common(p)
+    add_engine_options(p)
     p.set_defaults(run=_tag)
 
     p = commands.add_parser("validate", help="check labelled data before training: every problem at file:line, and a summary")

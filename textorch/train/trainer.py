@@ -160,7 +160,7 @@ class Trainer:
         for epoch in range(progress.epoch, config.max_epoch + 1):
             record = self._run_epoch(data, lengths, epoch, progress)
             progress.total_tokens += record.tokens_per_s * record.seconds
-            improved, stop = self._end_of_epoch(record, progress)
+            stop = self._end_of_epoch(record, progress)
             progress.epoch, progress.step = epoch + 1, 0
             progress.elapsed_s += time.perf_counter() - start
             start = time.perf_counter()
@@ -178,8 +178,8 @@ class Trainer:
             self.checkpoints.save_final(self, result)
         return result
 
-    def _end_of_epoch(self, record: EpochRecord, progress: "Progress") -> tuple[bool, bool]:
-        """Validation, best weights, callbacks and the early-stopping decision: (improved, stop)."""
+    def _end_of_epoch(self, record: EpochRecord, progress: Progress) -> bool:
+        """Validation, best weights, callbacks and the early-stopping decision (True: stop)."""
         result, config = progress.result, self.config
         improved = True
         if self.validate is not None:
@@ -202,7 +202,7 @@ class Trainer:
             result.stopped_early = True
             if self.ctx.is_main:
                 logger.info("early stopping: no gain for %d epochs, best epoch %d", config.patience, result.best_epoch)
-        return improved, stop
+        return stop
 
     def _finished(self, snapshot: "Snapshot") -> TrainingResult:
         """A run whose training had ended: its final weights and result, no training."""
@@ -211,7 +211,7 @@ class Trainer:
             logger.info("training had already finished (%s): using its final weights", snapshot.path)
         return final_result(snapshot)
 
-    def _run_epoch(self, data: TrainingData, lengths: list[int], epoch: int, progress: "Progress") -> EpochRecord:
+    def _run_epoch(self, data: TrainingData, lengths: list[int], epoch: int, progress: Progress) -> EpochRecord:
         config, ctx = self.config, self.ctx
         self.train_model.train()
         # Every process derives the same global batches from (seed, epoch): a new order each

@@ -1,0 +1,112 @@
+"""The side-by-side benchmark's own logic: data conversion, splits, ratios, FLOP counting.
+
+Timings are never asserted here; these check that both systems get the same data and that
+the table compares what it says it compares.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from conftest import write_tiny_grobid
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_data  # noqa: E402
+import bench_table  # noqa: E402
+import flops  # noqa: E402
+import runner_common  # noqa: E402
+
+
+def test_iob1_to_iob2_opens_entities_with_b():
+    tags = ["I-ORG", "I-ORG", "O", "I-PER", "B-PER", "I-LOC", "I-MISC"]
+    assert bench_data.iob1_to_iob2(tags) == ["B-ORG", "I-ORG", "O", "B-PER", "B-PER", "B-LOC", "B-MISC"]
+
+
+def test_convert_conll_writes_delft_two_column_iob2(tmp_path):
+    source = tmp_path / "eng.train"
+    source.write_text("-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\nPeter NNP I-NP I-PER\n")
+    target = tmp_path / "out" / "eng.train"
+    bench_data.convert_conll(source, target)
+    assert target.read_text() == "-DOCSTART-\tO\n\nEU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n"
+
+
+def test_grobid_splits_are_disjoint_and_complete(tmp_path, monkeypatch):
+    data = tmp_path / "shared"
+    (data / "grobid" / "date").mkdir(parents=True)
+    write_tiny_grobid(data / "grobid" / "date" / "date-220311.train", n=40)
+    monkeypatch.setenv("TEXTORCH_SHARED_DATA", str(data))
+    files = bench_data.prepare(tmp_path / "work", ["date"], [1, 2])
+    original = bench_data.grobid_blocks(data / "grobid" / "date" / "date-220311.train")
+    for seed in (1, 2):
+        parts = {role: bench_data.grobid_blocks(Path(path)) for role, path in files[(("date", seed))].delft.items()}
+        assert files[("date", seed)].textorch == files[("date", seed)].delft  # the very same files
+        assert [len(parts[r]) for r in ("train", "valid", "test")] == [32, 4, 4]
+        joined = sorted(map(tuple, parts["train"] + parts["valid"] + parts["test"]))
+        assert joined == sorted(map(tuple, original))
+    first = bench_data.grobid_blocks(Path(files[("date", 1)].delft["test"]))
+    second = bench_data.grobid_blocks(Path(files[("date", 2)].delft["test"]))
+    assert first != second  # the seed changes the split
+
+
+def _run(system, f1, tok_s):
+    return {"system": system, "key": "conll-BidLSTM_CRF", "f1": f1, "train_tokens_per_s": tok_s,
+            "fit_tokens_per_s": tok_s / 2}
+
+
+def test_table_ratios_targets_and_f1_difference():
+    job = {"key": "conll-BidLSTM_CRF", "task": "conll", "architecture": "BidLSTM_CRF"}
+    runs = [_run("textorch", 0.80, 9000), _run("textorch", 0.78, 12000), _run("delft", 0.79, 3000)]
+    tagging = [{"key": job["key"],
+                "textorch": {"tagging": {"batch32": {"tokens_per_s": 40000}}, "peak_rss_mb": 300,
+                             "cold": [{"import_s": 2.0, "load_s": 0.5}, {"import_s": 3.0, "load_s": 0.5}]},
+                "delft": {"tagging": {"batch32": {"tokens_per_s": 10000}}, "peak_rss_mb": 400,
+                          "cold": [{"import_s": 6.0, "load_s": 0.1}]}}]
+    rows = {r["metric"]: r for r in bench_table.build_rows([job], runs, tagging)}
+    train = rows["train tok/s (epochs only)"]
+    assert train["textorch"] == 10500 and train["ratio"] == pytest.approx(3.5) and train["met"] is True
+    f1 = next(r for name, r in rows.items() if name.startswith("test F1"))
+    assert f1["diff_points"] == pytest.approx(0.0) and f1["met"] is True
+    batch32 = rows["tag tok/s, batch 32"]
+    assert batch32["ratio"] == pytest.approx(4.0) and batch32["met"] is False  # target is 5x
+    assert rows["peak RSS while tagging (MB)"]["met"] is True
+    cold = rows["cold start: import + model load (s)"]
+    assert cold["textorch"] == pytest.approx(3.0) and cold["delft"] == pytest.approx(6.1)
+    assert rows["tag tok/s, batch 256"]["ratio"] is None  # missing data is shown, not invented
+
+
+class _FakeCounter:
+    """Stands for FlopCounterMode: its total grows by 1000 each time it is read."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def get_total_flops(self) -> int:
+        self.total += 1000
+        return self.total
+
+
+def test_recurrent_flops_analytic_for_packed_and_padded_input():
+    lstm = nn.LSTM(6, 5, batch_first=True, bidirectional=True)
+    x = torch.randn(3, 4, 6)
+    expected = 3 * 4 * 2 * (2 * 4 * 5 * (6 + 5))
+    for inputs in (x, pack_padded_sequence(x, torch.full((3,), 4), batch_first=True)):
+        counter = _FakeCounter()
+        hooks = flops.RecurrentFlops(lstm, counter)
+        with torch.inference_mode():
+            lstm(inputs)
+        hooks.close()
+        # What the counter saw inside the LSTM is set aside, to be replaced by the analytic count.
+        assert hooks.flops == expected and hooks.counted_inside == 1000
+
+
+def test_median_seconds_loops_short_calls():
+    calls = []
+    seconds, loops = runner_common.median_seconds(lambda: calls.append(1), repeats=3, min_seconds=0.01)
+    assert loops > 1 and len(calls) == 1 + 3 * loops and seconds < 0.01

@@ -1,0 +1,184 @@
+"""ONNX export and the ONNX Runtime engine: same labels as PyTorch, scores within 1e-4."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+
+from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.data.readers import read_labelled  # noqa: E402
+from textorch.embeddings import open_embeddings  # noqa: E402
+from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.onnx.engine import attach_onnx  # noqa: E402
+from textorch.onnx.export import PaddedBiRNN, export_labeler  # noqa: E402
+
+SMALL = dict(char_dim=8, char_hidden=8, word_hidden=12, feature_dim=3, feature_output_dim=8, dropout=0.1)
+
+
+def _vectors(tmp_path: Path, corpus) -> object:
+    """A word2vec text file covering most training words, so word vectors are a real input."""
+    words = sorted({t for s in corpus.sequences for t in s.tokens})[::2]
+    rng = np.random.default_rng(0)
+    lines = [f"{len(words)} 6"] + [f"{w} " + " ".join(f"{v:.4f}" for v in rng.normal(size=6)) for w in words]
+    path = tmp_path / "vectors.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return open_embeddings(str(path), cache_dir=tmp_path / "cache")
+
+
+_CACHE: dict[str, SequenceLabeler] = {}
+
+
+def _trained(tmp_path: Path, data: Path, architecture: str) -> SequenceLabeler:
+    """One briefly trained model per architecture for the whole module (training dominates the
+    time of these tests); the tiny GROBID fixture is the same file every time."""
+    if architecture not in _CACHE:
+        corpus = read_labelled(data)
+        labeler = SequenceLabeler.build(corpus, ModelConfig(architecture=architecture, **SMALL), DataConfig(),
+                                        embeddings=_vectors(tmp_path, corpus), seed=1)
+        labeler.fit(corpus, None, TrainConfig(max_epoch=1, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
+        _CACHE[architecture] = labeler
+    labeler = _CACHE[architecture]
+    labeler.runner = None
+    return labeler
+
+
+def _assert_same(torch_predictions, onnx_predictions) -> None:
+    assert [p.labels for p in onnx_predictions] == [p.labels for p in torch_predictions]
+    for a, b in zip(torch_predictions, onnx_predictions):
+        np.testing.assert_allclose(b.scores, a.scores, atol=1e-4)
+
+
+@pytest.mark.parametrize("architecture", ["BidLSTM_CRF", "BidLSTM_CRF_FEATURES", "BidLSTM_CNN_CRF", "BidGRU_CRF", "BidLSTM"])
+def test_onnx_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path, architecture: str) -> None:
+    labeler = _trained(tmp_path, tiny_grobid, architecture)
+    sequences = read_labelled(tiny_grobid).sequences
+    expected = labeler.predict(sequences, batch_size=7)  # mixed lengths within batches
+    export_labeler(labeler, tmp_path / "onnx")
+    attach_onnx(labeler, tmp_path, tmp_path / "onnx")
+    got = labeler.predict(sequences, batch_size=7)
+    _assert_same(expected, got)
+    assert labeler.evaluate(tiny_grobid)["f1"] == pytest.approx(_f1_torch(labeler, tiny_grobid))
+
+
+def _f1_torch(labeler: SequenceLabeler, data: Path) -> float:
+    runner, labeler.runner = labeler.runner, None
+    try:
+        return labeler.evaluate(data)["f1"]
+    finally:
+        labeler.runner = runner
+
+
+def test_export_json_files_match_model(tmp_path: Path, tiny_grobid: Path) -> None:
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
+    out = export_labeler(labeler, tmp_path / "export", quantize=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "crf.json", "labels.json", "model.int8.onnx", "model.onnx", "onnx-model.json", "vocab.json"]
+    crf = json.loads((out / "crf.json").read_text())
+    model_crf = labeler.model.head.crf
+    np.testing.assert_allclose(crf["transitions"], model_crf.transitions.detach().numpy(), rtol=0, atol=1e-7)
+    np.testing.assert_allclose(crf["start"], model_crf.start_transitions.detach().numpy(), rtol=0, atol=1e-7)
+    np.testing.assert_allclose(crf["end"], model_crf.end_transitions.detach().numpy(), rtol=0, atol=1e-7)
+    assert json.loads((out / "labels.json").read_text()) == labeler.encoder.labels.items
+    vocab = json.loads((out / "vocab.json").read_text())
+    assert vocab["chars"] == labeler.encoder.chars.items
+    assert vocab["features"] == [v.items for v in labeler.encoder.features]
+    assert vocab["feature_columns"] == labeler.encoder.feature_columns
+    description = json.loads((out / "onnx-model.json").read_text())
+    assert [i["name"] for i in description["inputs"]] == ["word_vectors", "char_ids", "feature_ids", "mask"]
+    assert description["decoder"] == "crf"
+
+
+def test_external_viterbi_from_json_equals_engine(tmp_path: Path, tiny_grobid: Path) -> None:
+    """What a Java/C++ program would do: onnxruntime emissions + Viterbi from crf.json only."""
+    import onnxruntime
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF")
+    out = export_labeler(labeler, tmp_path / "export")
+    crf = json.loads((out / "crf.json").read_text())
+    labels = json.loads((out / "labels.json").read_text())
+    trans, start, end = (np.asarray(crf[k]) for k in ("transitions", "start", "end"))
+    session = onnxruntime.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    sequences = read_labelled(tiny_grobid).sequences[:6]
+    data = labeler.encode(sequences)
+    batch = data.batch(list(range(len(sequences))))
+    feed = {"word_vectors": batch.word_vectors.numpy(), "char_ids": batch.char_ids.numpy(), "mask": batch.mask.long().numpy()}
+    emissions = session.run(["emissions"], feed)[0]
+    expected = labeler.predict(sequences)
+    for row, sequence in enumerate(sequences):
+        em = emissions[row, : len(sequence)]
+        score, back = start + em[0], []
+        for t in range(1, len(em)):
+            total = score[:, None] + trans + em[t][None, :]
+            back.append(total.argmax(axis=0))
+            score = total.max(axis=0)
+        path = [int((score + end).argmax())]
+        for pointers in reversed(back):
+            path.append(int(pointers[path[-1]]))
+        assert [labels[k] for k in reversed(path)] == expected[row].labels
+
+
+def test_quantized_model_labels_every_token(tmp_path: Path, tiny_grobid: Path) -> None:
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF")
+    export_labeler(labeler, tmp_path / "onnx", quantize=True)
+    attach_onnx(labeler, tmp_path, tmp_path / "onnx", quantized=True)
+    sequences = read_labelled(tiny_grobid).sequences
+    predictions = labeler.predict(sequences)
+    assert [len(p.labels) for p in predictions] == [len(s) for s in sequences]
+    assert all(label in labeler.encoder.labels.items for p in predictions for label in p.labels)
+    assert all(0.0 < s <= 1.0 + 1e-6 for p in predictions for s in p.scores)
+
+
+def test_padded_birnn_equals_packed() -> None:
+    torch.manual_seed(0)
+    from textorch.models.embedders import run_packed_rnn
+
+    lstm = torch.nn.LSTM(5, 4, batch_first=True, bidirectional=True).eval()
+    x = torch.randn(3, 6, 5)
+    lengths = torch.tensor([6, 2, 4])
+    padded = PaddedBiRNN(lstm)(x, lengths)
+    packed = run_packed_rnn(lstm, x, lengths)
+    for row, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(padded[row, :n], packed[row, :n])
+
+
+def test_cli_export_and_onnx_engine(tmp_path: Path, tiny_grobid: Path) -> None:
+    from textorch.cli.main import main
+
+    model = tmp_path / "model"
+    assert main(["seq", "train", "--train", str(tiny_grobid), "--output", str(model), "--max-epoch", "1",
+                 "--batch-size", "8", "--early-stop", "false", "--architecture", "BidLSTM_CRF_FEATURES"]) == 0
+    assert main(["export", "onnx", "--model", str(model), "--quantize"]) == 0
+    assert (model / "onnx" / "model.onnx").exists() and (model / "onnx" / "model.int8.onnx").exists()
+    outputs = {}
+    for engine in (["--engine", "torch"], ["--engine", "onnx"], ["--engine", "onnx", "--quantized"]):
+        out = tmp_path / f"tagged{len(outputs)}.txt"
+        assert main(["seq", "tag", "--model", str(model), "--input", str(tiny_grobid), "--input-format", "grobid",
+                     "--output", str(out), *engine]) == 0
+        outputs[" ".join(engine)] = [line.split()[-1] for line in out.read_text().splitlines() if line.strip()]
+    assert outputs["--engine onnx"] == outputs["--engine torch"]
+    assert len(outputs["--engine onnx --quantized"]) == len(outputs["--engine torch"])
+    metrics = tmp_path / "m.json"
+    assert main(["seq", "eval", "--model", str(model), "--test", str(tiny_grobid), "--engine", "onnx",
+                 "--metrics-json", str(metrics)]) == 0
+    assert "f1" in json.loads(metrics.read_text())
+
+
+def test_export_refuses_to_replace_a_foreign_directory(tmp_path: Path, tiny_grobid: Path) -> None:
+    from textorch.errors import ConfigError
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF")
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not an ONNX export"):
+        export_labeler(labeler, precious)
+    assert (precious / "notes.txt").read_text() == "keep me"
+    export_labeler(labeler, tmp_path / "again")
+    export_labeler(labeler, tmp_path / "again")  # an earlier export is replaced
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".again.")]
