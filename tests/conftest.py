@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# Tiny test models gain nothing from several threads, and with other jobs on the machine
+# torch's default intra-op threads thrash (a 10x slow-down was seen on 2 busy cores). Set before
+# torch is imported so subprocesses started by the tests (CLI, torchrun workers) inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Keep hypothesis' example cache out of the working tree (tests write only under tmp dirs).
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("TMPDIR", "/tmp")) / "textorch-hypothesis"))
 
