@@ -6,8 +6,8 @@ Usage (from the repository root):
     .venv/bin/python benchmarks/bench_cls.py citations --architecture cnn --fold-count 5
 
 Each run: the corpus is split 80/20 (stratified by class, seeded); 10 % of the 80 % is held out
-for early stopping (best validation macro-F1 epoch kept) unless --fold-count > 1; the model is
-scored on the 20 %. Word vectors: ../shared/embeddings/w2v-conll-grobid-100d.txt (the LMDB cache
+for validation unless --fold-count > 1; all --max-epoch epochs run (unless --patience is given)
+and the weights of the best validation macro-F1 epoch are kept; the model is scored on the 20 %. Word vectors: ../shared/embeddings/w2v-conll-grobid-100d.txt (the LMDB cache
 is built before timing). Tasks: ``citations`` (Athar's citation sentiment, 3 classes),
 ``licenses`` (licence of a statement, 9 classes present), ``copyrights`` (copyright owner, 3).
 """
@@ -47,7 +47,7 @@ def run(task: str, seed: int, args: argparse.Namespace, embeddings: object, vect
     model_config = ClsModelConfig(architecture=args.architecture, fold_count=args.fold_count, hidden=args.hidden,
                                   max_length=args.max_length or max_length)
     data_config = ClsDataConfig(format=fmt, label_columns=label_columns, embeddings=str(vectors), class_weights=args.class_weights)
-    train_config = TrainConfig(seed=seed, max_epoch=args.max_epoch, batch_size=args.batch_size, patience=args.patience)
+    train_config = TrainConfig(seed=seed, max_epoch=args.max_epoch, batch_size=args.batch_size, patience=args.patience or args.max_epoch)
     started = time.perf_counter()
     classifier = TextClassifier.build(train, model_config, data_config, embeddings, seed=seed)
     reports = classifier.fit(train, valid, train_config)
@@ -69,6 +69,7 @@ def run(task: str, seed: int, args: argparse.Namespace, embeddings: object, vect
     for name, values in scores["per_class"].items():
         row[f"f1:{name}"] = values["f1"]
     row["scores"] = scores
+    row["history"] = [[{"epoch": e.epoch, "loss": e.loss, "valid": e.valid_score} for e in r.training.history] for r in reports]
     return row
 
 
@@ -79,7 +80,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--max-epoch", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--patience", type=int, default=5)
+    parser.add_argument("--patience", type=int, default=None, help="default: --max-epoch (all epochs run, best kept)")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--fold-count", type=int, default=1)
     parser.add_argument("--max-length", type=int, default=None, help="tokens read per text (default: 150 for citations, 300 otherwise)")
