@@ -59,25 +59,41 @@ def textorch(args: list[str], timeout: float) -> subprocess.CompletedProcess:
     return result
 
 
-def train_run(data: Path, model: Path, devices: int, precision: str, batch: int, opts: argparse.Namespace) -> dict:
+def write_random_encoder(directory: Path, size: str) -> Path:
+    """A randomly initialised BERT of a real model's shape: speed does not depend on the weights,
+    so GPU throughput is measured without shipping a checkpoint to the GPU machine."""
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    hidden, layers, heads = {"minilm": (384, 6, 12), "base": (768, 12, 12)}[size]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(WORDS))]
+    config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=4 * hidden, max_position_embeddings=512)
+    BertModel(config).save_pretrained(directory)
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=False).save_pretrained(directory)
+    return directory
+
+
+def train_run(data: Path, model: Path, devices: int, precision: str, batch: int, opts: argparse.Namespace,
+              architecture: str, extra: list[str]) -> dict:
     args = ["seq", "train", "--train", str(data), "--output", str(model), "--max-epoch", "2", "--early-stop", "false",
             "--batch-size", str(batch), "--devices", str(devices), "--device", opts.device, "--precision", precision,
-            "--architecture", opts.architecture, *opts.extra]
+            "--architecture", architecture, *extra]
     started = time.perf_counter()
     result = textorch(args, opts.timeout)
     match = EPOCH_LINE.search(result.stderr)
-    return {"task": "train", "devices": devices, "precision": precision, "batch": batch,
+    return {"architecture": architecture, "task": "train", "devices": devices, "precision": precision, "batch": batch,
             "tokens_per_s": float(match.group(1)) if match else None, "wall_s": round(time.perf_counter() - started, 1)}
 
 
-def tag_run(data: Path, model: Path, devices: int, batch: int, opts: argparse.Namespace, work: Path) -> dict:
+def tag_run(data: Path, model: Path, devices: int, batch: int, opts: argparse.Namespace, work: Path,
+            architecture: str) -> dict:
     stats = work / f"tag-{devices}.json"
     args = ["seq", "tag", "--model", str(model), "--input", str(data), "--input-format", "conll", "--output",
             str(work / "tagged.conll"), "--batch-size", str(batch), "--devices", str(devices), "--device", opts.device,
             "--stats-json", str(stats)]
     started = time.perf_counter()
     textorch(args, opts.timeout)
-    return {"task": "tag", "devices": devices, "precision": "fp32", "batch": batch,
+    return {"architecture": architecture, "task": "tag", "devices": devices, "precision": "fp32", "batch": batch,
             "tokens_per_s": json.loads(stats.read_text())["tokens_per_s"], "wall_s": round(time.perf_counter() - started, 1)}
 
 
@@ -99,12 +115,17 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[32, 256], help="global batch sizes for fp32/bf16 training")
     parser.add_argument("--sentences", type=int, default=20000, help="synthetic training sentences (default: 20000)")
     parser.add_argument("--architecture", default="BidLSTM_CRF")
+    parser.add_argument("--precisions", nargs="*", default=None, help="default: fp32 bf16 (and fp16 on CUDA)")
+    parser.add_argument("--transformer-size", choices=["none", "minilm", "base"], default="minilm",
+                        help="also train/tag BERT_CRF on a random encoder of this shape (default: minilm)")
+    parser.add_argument("--transformer-sentences", type=int, default=5000)
     parser.add_argument("--quick", action="store_true", help="tiny corpus and one batch size: checks that the script runs")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("extra", nargs="*", help="further 'seq train' options after --, e.g. -- --transformer DIR")
     opts = parser.parse_args()
     if opts.quick:
-        opts.sentences, opts.batch_sizes = 60, opts.batch_sizes[:1]
+        opts.sentences, opts.batch_sizes, opts.transformer_sentences = 60, opts.batch_sizes[:1], 60
+    precisions = opts.precisions or (["fp32", "bf16", "fp16"] if opts.device == "cuda" else ["fp32", "bf16"])
     if opts.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: use --device cpu (which measures CPU processes, not GPUs)")
     counts = device_counts(opts)
@@ -114,20 +135,27 @@ def main() -> None:
         data = work / "train.conll"
         n_tokens = write_corpus(data, opts.sentences)
         print(f"synthetic corpus: {opts.sentences} sentences, {n_tokens} tokens; devices {counts} ({opts.device})", flush=True)
-        model = work / "model"
-        for devices in counts:
-            for precision in ("fp32", "bf16"):
-                for batch in opts.batch_sizes:
-                    rows.append(train_run(data, model, devices, precision, batch, opts))
-                    print(rows[-1], flush=True)
-            rows.append(tag_run(data, model, devices, 256, opts, work))
-            print(rows[-1], flush=True)
-    base = {(r["task"], r["precision"], r["batch"]): r["tokens_per_s"] for r in rows if r["devices"] == counts[0]}
+        suites = [(opts.architecture, data, list(opts.extra), opts.batch_sizes)]
+        if opts.transformer_size != "none":
+            bert_data = work / "train-bert.conll"
+            write_corpus(bert_data, opts.transformer_sentences, seed=1)
+            encoder = write_random_encoder(work / f"random-{opts.transformer_size}", opts.transformer_size)
+            suites.append(("BERT_CRF", bert_data, ["--transformer", str(encoder)], opts.batch_sizes[:1]))
+        for architecture, corpus, extra, batch_sizes in suites:
+            model = work / f"model-{architecture}"
+            for devices in counts:
+                for precision in precisions:
+                    for batch in batch_sizes:
+                        rows.append(train_run(corpus, model, devices, precision, batch, opts, architecture, extra))
+                        print(rows[-1], flush=True)
+                rows.append(tag_run(corpus, model, devices, 256, opts, work, architecture))
+                print(rows[-1], flush=True)
+    base = {(r["architecture"], r["task"], r["precision"], r["batch"]): r["tokens_per_s"] for r in rows if r["devices"] == counts[0]}
     for row in rows:
-        reference = base.get((row["task"], row["precision"], row["batch"]))
+        reference = base.get((row["architecture"], row["task"], row["precision"], row["batch"]))
         row["speedup"] = round(row["tokens_per_s"] / reference, 2) if reference and row["tokens_per_s"] else None
     print()
-    print_table(rows, ["task", "devices", "precision", "batch", "tokens_per_s", "speedup", "wall_s"])
+    print_table(rows, ["architecture", "task", "devices", "precision", "batch", "tokens_per_s", "speedup", "wall_s"])
     gpu = torch.cuda.get_device_name(0) if opts.device == "cuda" else None
     # A CPU check must not overwrite the GPU measurements.
     path = write_json("bench_gpu" if opts.device == "cuda" else "bench_gpu_cpu_check", {"machine": {**machine(), "gpu": gpu, "device": opts.device},
