@@ -42,6 +42,7 @@ from textorch.train.checkpoint import Checkpointer
 from textorch.train.dist import DistContext
 from textorch.train.cls_objective import ClassificationObjective, resolve_class_weights, transformer_optimizer
 from textorch.train.dist_eval import my_batches, predict_in_parallel, reduce_counts
+from textorch.train.fold_spread import fold_exchange
 from textorch.train.history import RunRecord, TrainingHistory, history_files
 from textorch.train.tensorboard import tensorboard_callbacks
 from textorch.train.trainer import Trainer, TrainingResult, adam
@@ -168,11 +169,14 @@ class TextClassifier:
 
     # ----------------------------------------------------------------- training
     def fit(self, train: ClsCorpus, valid: ClsCorpus | None, train_config: TrainConfig, ctx: DistContext | None = None,
-            checkpoints: Callable[[int | None], Checkpointer] | None = None) -> list[FoldReport]:
+            checkpoints: Callable[[int | None], Checkpointer] | None = None, spread: bool = False) -> list[FoldReport]:
         """Train every member in place (member i on all folds but fold i when ``fold_count > 1``).
 
         ``checkpoints(member)`` gives the checkpointer of a member's training loop (``member`` is
-        None with one fold), see :mod:`textorch.train.resume`.
+        None with one fold), see :mod:`textorch.train.resume`. ``spread`` (several processes,
+        several members): each process trains its own members alone, then all processes get
+        every member (:mod:`textorch.train.fold_spread`); otherwise each member is trained on
+        all processes in turn.
         """
         ctx = ctx or DistContext()
         k = self.model_config.fold_count
@@ -189,17 +193,45 @@ class TextClassifier:
                 raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
             if len(texts) < k:
                 raise ConfigError(f"--fold-count {k} needs at least {k} training texts, got {len(texts)}")
-            self.fold_reports = []
-            for i, held in enumerate(stratified_folds(train.examples, k, train_config.seed)):
-                keep = np.setdiff1d(np.arange(len(texts)), held)
-                part = ([texts[j] for j in keep], targets[keep])
-                self.fold_reports.append(self._fit_member(i, *part, ([texts[j] for j in held], targets[held]), train_config, ctx,
-                                                          checkpointer(i)))
+            folds = stratified_folds(train.examples, k, train_config.seed)
+
+            def fit_fold(i: int, member_ctx: DistContext) -> FoldReport:
+                keep = np.setdiff1d(np.arange(len(texts)), folds[i])
+                return self._fit_member(i, [texts[j] for j in keep], targets[keep], ([texts[j] for j in folds[i]], targets[folds[i]]),
+                                        train_config, member_ctx, checkpointer(i))
+
+            if spread and ctx.enabled:
+                self.fold_reports = self._fit_spread(fit_fold, ctx)
+            else:
+                self.fold_reports = [fit_fold(i, ctx) for i in range(k)]
         # The ensemble has no held-out data of its own: it takes the mean of its members' thresholds.
         self.thresholds = self.member_thresholds.mean(axis=0)
         runs = [RunRecord.from_result("train" if k == 1 else f"member {r.fold + 1}", r.training) for r in self.fold_reports]
         self.history = TrainingHistory(TASK, self._selection_metric, runs)
         return self.fold_reports
+
+    def _fit_spread(self, fit_fold: Callable[[int, DistContext], FoldReport], ctx: DistContext) -> list[FoldReport]:
+        """This process's members alone, then every member's weights, thresholds and report everywhere.
+
+        Weights travel one member at a time from the process that trained it, so no process
+        holds more than one extra copy.
+        """
+        with fold_exchange(ctx, self.model_config.fold_count) as exchange:
+            mine = {}
+            for i in exchange.mine:
+                report = fit_fold(i, ctx.alone())
+                mine[i] = (report, self.member_thresholds[i].copy())  # tuned by the training just done
+            reports = []
+            for i, (report, thresholds) in enumerate(exchange.gather(mine)):
+                member = self.network.members[i]
+                owner = exchange.owner(i)
+                state = exchange.broadcast({k: v.detach().cpu() for k, v in member.state_dict().items()}
+                                           if owner == ctx.rank else None, owner)
+                if owner != ctx.rank:
+                    member.load_state_dict(state)
+                    self.member_thresholds[i] = thresholds
+                reports.append(report)
+        return reports
 
     def _fit_member(self, i: int, texts: list[str], targets: np.ndarray, valid: tuple[list[str], np.ndarray] | None,
                     train_config: TrainConfig, ctx: DistContext, checkpointer: Checkpointer | None = None) -> FoldReport:

@@ -20,6 +20,7 @@ from textorch.errors import ConfigError
 from textorch.eval.cls_metrics import summarize_folds
 from textorch.model_dir import check_writable
 from textorch.train.dist import DistContext
+from textorch.train.fold_spread import spread_folds
 from textorch.train.resume import COMPLETE, CheckpointOptions, RunCheckpoints, describe_run, prepare_run
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def train_classifier(
     cache_dir: str | None = None,
     ctx: DistContext | None = None,
     checkpoints: CheckpointOptions | None = None,
+    fold_parallel: str = "auto",
 ) -> ClsTrainOutcome:
     """``cls train`` and ``cls train-eval``: split, train (n-fold or not), score, save.
 
@@ -81,15 +83,20 @@ def train_classifier(
     Splits are stratified by label and seeded by ``train_config.seed``: with ``hold_out_test``
     and no test file, 10 % of the training data is the test set; with one fold, early stopping
     uses ``valid_path`` or else ``valid_fraction`` of what remains; with N folds each member is
-    validated on its own fold.
+    validated on its own fold. ``fold_parallel`` (``auto``, ``true``, ``false``): whether several
+    processes train whole members side by side rather than each member together, see
+    :mod:`textorch.train.fold_spread`.
     """
     ctx = ctx or DistContext()
+    spread = spread_folds(fold_parallel, model_config.fold_count, ctx.world_size)
     if output is not None:
         check_writable(output)
+    # Spread members are checkpointed by the process that trains them: not the same run as
+    # data-parallel members, so resuming across the two ways is refused.
+    options = {"hold_out_test": hold_out_test, **({"fold_parallel": True} if spread else {})}
     run = prepare_run(checkpoints, output, lambda: describe_run(
         TASK, {"model": asdict(model_config), "train": asdict(train_config), "data": asdict(data_config)},
-        {"train": train_path, "valid": valid_path, "test": test_path}, {"hold_out_test": hold_out_test},
-        ctx.world_size), ctx)
+        {"train": train_path, "valid": valid_path, "test": test_path}, options, ctx.world_size), ctx)
     train = read_labelled(train_path, data_config)
     data_config = replace(data_config, format=data_config.format or train.format)
     valid = read_labelled(valid_path, data_config) if valid_path else None
@@ -108,7 +115,7 @@ def train_classifier(
     classifier = TextClassifier.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
     if test is not None:
         classifier.targets(test)  # unknown test labels fail now, not after training
-    reports = classifier.fit(train, valid, train_config, ctx, run.checkpointer if run is not None else None)
+    reports = classifier.fit(train, valid, train_config, ctx, run.checkpointer if run is not None else None, spread)
     for report in reports:
         result = report.training
         logger.info("member %d: %d epochs in %.1fs, best epoch %d, valid macro-F1 %s", report.fold, len(result.history),

@@ -22,6 +22,7 @@ from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.labeler import SequenceLabeler
 from textorch.model_dir import check_writable
 from textorch.train.dist import DistContext
+from textorch.train.fold_spread import spread_folds
 from textorch.train.history import read_history, record_final_scores
 from textorch.workflows import TrainOutcome, _open_embeddings, report, write_metrics
 
@@ -99,15 +100,19 @@ def train_corpora(
     device: torch.device | str = "cpu",
     cache_dir: str | None = None,
     ctx: DistContext | None = None,
+    fold_parallel: str = "auto",
 ) -> RunOutcome:
     """Split, train (plainly, by n folds, or continuing ``input_model``), score the test data, save.
 
     With ``input_model`` the network options of ``model_config``/``data_config`` are not used:
     the architecture, sizes, embeddings and feature columns are the saved model's.
+    ``fold_parallel`` (``auto``, ``true``, ``false``): whether several processes train whole folds
+    side by side rather than each fold together, see :mod:`textorch.train.fold_spread`.
     """
     ctx = ctx or DistContext()
     if fold_count < 1:
         raise ConfigError(f"--fold-count must be >= 1, got {fold_count}")
+    spread = spread_folds(fold_parallel, fold_count, ctx.world_size)
     if input_model and fold_count > 1:
         raise ConfigError("--incremental and --fold-count > 1 cannot be combined")
     if output is not None:
@@ -129,7 +134,7 @@ def train_corpora(
         if fold_count > 1:
             from textorch.folds import train_folds
 
-            folds = train_folds(train, test, model_config, train_config, data_config, fold_count, embeddings, device, ctx)
+            folds = train_folds(train, test, model_config, train_config, data_config, fold_count, embeddings, device, ctx, spread)
             labeler = folds.labeler
         else:
             labeler = SequenceLabeler.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from textorch import apps
 from textorch.cli import seq
-from textorch.cli.run_options import incremental_input
+from textorch.cli.run_options import fold_parallel_option, incremental_input
 from textorch.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
@@ -81,11 +81,12 @@ def _train(args: argparse.Namespace, configs: tuple[ModelConfig, TrainConfig, Da
 
     model, train, data = configs
     input_model = incremental_input(args)  # option errors before any reading
+    fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
         corpora = read(train)
         outcome = seq_runs.train_corpora(
             corpora[0], model_dir, model, train, data, *corpora[1:], fold_count=args.fold_count,
-            input_model=input_model, device=device, cache_dir=args.cache_dir, ctx=ctx, **split,
+            input_model=input_model, device=device, cache_dir=args.cache_dir, ctx=ctx, fold_parallel=fold_parallel, **split,
         )
     if ctx.is_main:
         seq_runs.print_outcome(outcome, args.metrics_json)

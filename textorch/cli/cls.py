@@ -10,7 +10,7 @@ from pathlib import Path
 
 from textorch import cls_workflows as workflows
 from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
-from textorch.cli.run_options import add_tensorboard_option
+from textorch.cli.run_options import add_fold_parallel_option, add_tensorboard_option, fold_parallel_option
 from textorch.config import TrainConfig
 from textorch.data.cls_readers import CLS_FORMATS, INPUT_FORMATS
 from textorch.eval.cls_metrics import format_cls_report
@@ -57,6 +57,7 @@ def _add_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings", default="none", help="registry name, path to a GloVe/word2vec/fastText file, or none (learned word embeddings)")
     parser.add_argument("--transformer", default=None, help="bert: local Hugging Face model directory or transformers-registry name")
     parser.add_argument("--fold-count", type=int, default=m["fold_count"], help="train an ensemble of N models by N-fold cross-validation (default: 1)")
+    add_fold_parallel_option(parser)
     parser.add_argument("--class-weights", default=None, metavar="balanced|none|C=W,...",
                         help="loss weights per class (default: balanced for single-label, none for multi-label)")
     parser.add_argument("--max-length", type=int, default=m["max_length"], help=f"tokens of a text the model reads (default: {m['max_length']})")
@@ -116,10 +117,12 @@ def _print_folds(outcome: workflows.ClsTrainOutcome) -> None:
 
 def _train(args: argparse.Namespace, evaluate: bool) -> int:
     model, train, data = _configs(args)
+    fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
         outcome = workflows.train_classifier(
             args.train, args.output, model, train, data, valid_path=args.valid, test_path=getattr(args, "test", None),
             hold_out_test=evaluate, device=device, cache_dir=args.cache_dir, ctx=ctx, checkpoints=checkpoint_options(args),
+            fold_parallel=fold_parallel,
         )
     if not ctx.is_main:
         return 0

@@ -17,7 +17,7 @@ from textorch.train.dist import session
 from textorch.train.launch import add_distributed_options
 from textorch.train.resume import add_checkpoint_options, checkpoint_options, refuse_checkpoint_options
 from textorch import seq_runs, workflows
-from textorch.cli.run_options import add_seq_run_options, incremental_input
+from textorch.cli.run_options import add_seq_run_options, fold_parallel_option, incremental_input
 from textorch.cli.export import add_engine_options, apply_engine_options
 
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
@@ -103,6 +103,7 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataCo
 
 def _train(args: argparse.Namespace, evaluate: bool) -> int:
     model, train, data = _configs(args)
+    fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
         if args.fold_count != 1 or args.incremental or args.input_model:
             refuse_checkpoint_options(args, "--fold-count/--incremental")
@@ -110,6 +111,7 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
                 args.train, args.output, model, train, data, valid_path=args.valid, test_path=getattr(args, "test", None),
                 skip_bad_sequences=args.skip_bad_sequences, hold_out_test=evaluate, fold_count=args.fold_count,
                 input_model=incremental_input(args), device=device, cache_dir=args.cache_dir, ctx=ctx,
+                fold_parallel=fold_parallel,
             )
         else:
             outcome = workflows.train_tagger(

@@ -53,6 +53,9 @@ class DistContext:
     local_rank: int = 0
     world_size: int = 1
     local_world_size: int = 1
+    quiet: bool = False
+    """Show no progress bars: a one-process job of a process other than rank 0 (a fold that
+    ``--fold-parallel`` gave it), whose bars would garble rank 0's on the same terminal."""
 
     @property
     def is_main(self) -> bool:
@@ -65,6 +68,20 @@ class DistContext:
     @property
     def enabled(self) -> bool:
         return self.world_size > 1 and torch_dist.is_available() and torch_dist.is_initialized()
+
+    @property
+    def shows_progress(self) -> bool:
+        """Whether this process draws progress bars (rank 0 only, and not when told to be quiet)."""
+        return self.is_main and not self.quiet
+
+    def alone(self) -> "DistContext":
+        """A one-process context for work this process does by itself, without collectives.
+
+        Used for the folds ``--fold-parallel`` deals to each process: they train like a
+        single-process run (so a fold gives the same model on whichever rank it runs), but only
+        rank 0 shows progress.
+        """
+        return DistContext(quiet=not self.shows_progress)
 
     def barrier(self) -> None:
         if self.enabled:

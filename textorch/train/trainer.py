@@ -226,7 +226,7 @@ class Trainer:
             initial=first,
             total=len(batches),
             file=sys.stderr,
-            disable=None if ctx.is_main else True,  # None: no bar when stderr is not a terminal
+            disable=None if ctx.shows_progress else True,  # None: no bar when stderr is not a terminal
             leave=False,
             dynamic_ncols=True,
         )
