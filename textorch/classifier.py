@@ -131,6 +131,10 @@ class TextClassifier:
         self.fold_reports: list[FoldReport] = []
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
+        self.runner = None
+        """Alternative runner of the whole ensemble, ``runner.logits(batch)`` (``--engine onnx``, see
+        :mod:`textorch.onnx.engine`); None runs the PyTorch network. Single members (training,
+        validation) always run in PyTorch."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -298,6 +302,8 @@ class TextClassifier:
 
     @torch.inference_mode()
     def _decode(self, data: EncodedTexts, indices: list[int], member: int | None) -> np.ndarray:
+        if self.runner is not None and member is None:
+            return self.runner.logits(data.batch(indices)).float().numpy()
         return self.network(data.batch(indices).to(self.device), member).float().cpu().numpy()
 
     def count_encoded(self, data: EncodedTexts, member: int | None = None, ctx: DistContext | None = None,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from textorch import cls_workflows as workflows
 from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
+from textorch.cli.export import add_engine_options, apply_engine_options
 from textorch.cli.run_options import add_fold_parallel_option, add_tensorboard_option, fold_parallel_option
 from textorch.config import TrainConfig
 from textorch.data.cls_readers import CLS_FORMATS, INPUT_FORMATS
@@ -138,6 +139,7 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
 def _eval(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
+        apply_engine_options(args, classifier)
         overrides = {"format": args.format, "text_column": args.text_column, "header": args.header,
                      "label_columns": tuple(args.label_column or ())}
         scores = workflows.evaluate_classifier(classifier, args.test, overrides, ctx=ctx, batch_size=args.batch_size)
@@ -151,6 +153,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _classify(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
+        apply_engine_options(args, classifier)
         corpus = workflows.read_for_classification(args.input, args.input_format, classifier)
         predictions, seconds = workflows.classify_texts(classifier, [e.text for e in corpus.examples], args.batch_size, ctx)
     if not ctx.is_main:  # every process holds all predictions; one writes them
@@ -200,6 +203,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
     _add_reading(p, defaults_from_model=True)
     _add_common(p)
+    add_engine_options(p)
     p.set_defaults(run=_eval)
 
     p = commands.add_parser("classify", help="class scores of each text of a file, as JSON")
@@ -209,6 +213,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--input-format", default=None, choices=INPUT_FORMATS, help="default: from the file name (.txt: one text per line)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
     _add_common(p)
+    add_engine_options(p)
     p.set_defaults(run=_classify)
 
     p = commands.add_parser("architectures", help="list the available architectures")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from textorch.cli.export import add_engine_options
 from textorch.serve.config import ServerConfig
 
 logger = logging.getLogger(__name__)
@@ -22,7 +23,8 @@ def _serve(args: argparse.Namespace) -> int:
         max_request_bytes=args.max_request_bytes, access_log=args.access_log, client_timeout_s=args.client_timeout,
     )
     set_threads(args.threads)
-    models = load_models(args.model, resolve_device(args.device, DistContext()), args.cache_dir)
+    models = load_models(args.model, resolve_device(args.device, DistContext()), args.cache_dir,
+                         engine=args.engine, quantized=args.quantized, threads=args.threads)
     logger.info("serving %s on http://%s:%d (batch window %g ms, max batch %d)",
                 ", ".join(models), config.host, config.port, config.batch_window_ms, config.max_batch_size)
     serve_forever(create_app(models, config), config, log_level="debug" if args.verbose else "info")
@@ -51,6 +53,7 @@ def register(groups: argparse._SubParsersAction) -> None:
                         f"(default: {d.client_timeout_s:g})")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs throughput)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="compute device (default: cpu)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch or ONNX Runtime (default: their choice)")
+    add_engine_options(p, with_onnx_dir=False)
     p.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
     p.set_defaults(run=_serve)

@@ -282,7 +282,11 @@ class TransformerClassifierNet(nn.Module):
         self.output = nn.Linear(int(encoder.config.hidden_size), n_classes)
 
     def forward(self, batch: ClsBatch) -> torch.Tensor:
-        out = self.encoder(input_ids=batch.token_ids, attention_mask=batch.mask.long())
+        return self.logits(batch.token_ids, batch.mask.long())
+
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, C) from plain tensors: the one computation, shared by ``forward`` and the ONNX export."""
+        out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
         pooled = getattr(out, "pooler_output", None)
         if pooled is None:
             pooled = out.last_hidden_state[:, 0]

@@ -42,9 +42,13 @@ class TransformerEmbedder(nn.Module):
         window_ids = getattr(batch, "window_ids", None)
         if window_ids is None:
             raise ValueError("a transformer model needs a WindowedBatch (sub-token windows)")
-        hidden = self.encoder(input_ids=window_ids, attention_mask=batch.window_mask).last_hidden_state  # (N, W, H)
+        return self.words(window_ids, batch.window_mask, batch.word_index)
+
+    def words(self, window_ids: torch.Tensor, window_mask: torch.Tensor, word_index: torch.Tensor) -> torch.Tensor:
+        """(B, L, H) from plain tensors: the one computation, shared by ``forward`` and the ONNX export."""
+        hidden = self.encoder(input_ids=window_ids, attention_mask=window_mask).last_hidden_state  # (N, W, H)
         flat = hidden.reshape(-1, hidden.shape[-1])  # (N * W, H)
-        return flat[batch.word_index]  # (B, L, H)
+        return flat[word_index]  # (B, L, H)
 
 
 def build_transformer_tagger_v1(

@@ -1,31 +1,33 @@
-"""ONNX Runtime as the network runner of a :class:`~textorch.labeler.SequenceLabeler`.
+"""ONNX Runtime as the network runner of a tagger or a classifier (``--engine onnx``).
 
-Only the emissions come from ONNX Runtime; decoding reuses the loaded model's own head (CRF
-Viterbi and marginals, or softmax), so the labels and scores follow the same code as the
-PyTorch engine and ``SequenceLabeler.predict`` stays the one tagging path.
+Only the network runs in ONNX Runtime. A tagger's emissions are decoded by the loaded model's
+own head (CRF Viterbi and marginals, or softmax), and a classifier's logits go through
+``TextClassifier.predict`` as the PyTorch ones do, so labels and scores follow the same code as
+the PyTorch engine and ``predict`` stays the one inference path.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from textorch.data.batching import Batch
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.models.heads import CRFHead
-from textorch.onnx.export import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, export_labeler
+from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, source_checksum
 
 logger = logging.getLogger(__name__)
 
+class _Session:
+    """An ONNX Runtime CPU session fed by input name from whatever tensors a batch has."""
 
-class OnnxRunner:
-    """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime."""
-
-    def __init__(self, model_file: Path, head: torch.nn.Module, threads: int | None = None) -> None:
+    def __init__(self, model_file: Path, threads: int | None = None) -> None:
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
@@ -33,25 +35,39 @@ class OnnxRunner:
             options.intra_op_num_threads = threads
         self.session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
+        self.model_file = model_file
+
+    def run(self, output: str, available: dict[str, torch.Tensor | None]) -> np.ndarray:
+        feed = {}
+        for name in self.input_names:
+            value = available.get(name)
+            if value is None:
+                raise ConfigError(f"the ONNX model needs {name} but the batch has none")
+            feed[name] = value.cpu().numpy()
+        return self.session.run([output], feed)[0]
+
+
+class OnnxRunner(_Session):
+    """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime."""
+
+    def __init__(self, model_file: Path, head: torch.nn.Module, threads: int | None = None) -> None:
+        super().__init__(model_file, threads)
         self.head = head
 
-    def emissions(self, batch: Batch) -> np.ndarray:
-        available = {
+    def emissions(self, batch) -> np.ndarray:
+        mask = batch.mask.long()
+        return self.run("emissions", {
             "word_vectors": batch.word_vectors,
             "char_ids": batch.char_ids,
             "casing_ids": batch.casing_ids,
             "feature_ids": batch.feature_ids,
-            "mask": batch.mask.long(),
-        }
-        feed = {}
-        for name in self.input_names:
-            value = available[name]
-            if value is None:
-                raise ConfigError(f"the ONNX model needs {name} but the batch has none")
-            feed[name] = value.cpu().numpy()
-        return self.session.run(["emissions"], feed)[0]
+            "input_ids": getattr(batch, "window_ids", None),
+            "attention_mask": getattr(batch, "window_mask", None),
+            "word_index": getattr(batch, "word_index", None),
+            "mask": mask,
+        })
 
-    def decode(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def decode(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         emissions = torch.from_numpy(self.emissions(batch)).float()
         mask = batch.mask.cpu()
         if isinstance(self.head, CRFHead):
@@ -62,23 +78,131 @@ class OnnxRunner:
         return paths * mask, scores * mask
 
 
+class OnnxClassifierRunner(_Session):
+    """``logits(batch)`` (B, C) of the whole ensemble, like ``ClassifierEnsemble(batch)``."""
+
+    def logits(self, batch) -> torch.Tensor:
+        mask = batch.mask.long()
+        return torch.from_numpy(self.run("logits", {
+            "token_ids": batch.token_ids, "word_vectors": batch.word_vectors, "mask": mask,
+            "input_ids": batch.token_ids, "attention_mask": mask,
+        }))
+
+
+ENGINES = ("torch", "onnx")
+
+
+def check_engine(engine: str, device: torch.device | str = "cpu", quantized: bool = False,
+                 export_dir: str | Path | None = None) -> None:
+    """Refuse engine options that do not go together (ONNX Runtime runs here on the CPU only)."""
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine != "onnx" and (quantized or export_dir):
+        raise ConfigError("--quantized and --onnx-dir need --engine onnx")
+    if engine == "onnx" and torch.device(device).type != "cpu":
+        raise ConfigError("--engine onnx runs on the CPU; use --device cpu")
+
+
 def default_export_dir(model_dir: str | Path) -> Path:
     return Path(model_dir) / "onnx"
 
 
-def attach_onnx(labeler, model_dir: str | Path, export_dir: str | Path | None = None, quantized: bool = False,
-                threads: int | None = None) -> None:
-    """Make ``labeler`` compute emissions with ONNX Runtime, exporting first when no export exists."""
-    directory = Path(export_dir) if export_dir else default_export_dir(model_dir)
-    if not (directory / DESCRIPTION_FILE).exists():
+def export_model(predictor, output: str | Path, quantize: bool = False, source_dir: str | Path | None = None) -> Path:
+    """Export a loaded ``SequenceLabeler`` or ``TextClassifier`` (see docs/onnx.md)."""
+    if _task(predictor) == "text_classification":
+        from textorch.onnx.classifier import export_classifier
+
+        return export_classifier(predictor, output, quantize, source_dir)
+    from textorch.onnx.export import export_labeler
+
+    return export_labeler(predictor, output, quantize, source_dir)
+
+
+def _task(predictor) -> str:
+    from textorch.classifier import TASK as CLS_TASK, TextClassifier
+    from textorch.labeler import TASK as SEQ_TASK, SequenceLabeler
+
+    if isinstance(predictor, TextClassifier):
+        return CLS_TASK
+    if isinstance(predictor, SequenceLabeler):
+        return SEQ_TASK
+    raise ConfigError(f"ONNX export does not know a {type(predictor).__name__}")
+
+
+def _read_description(directory: Path) -> dict | None:
+    path = directory / DESCRIPTION_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: not readable JSON ({exc})") from None
+
+
+def _is_stale(description: dict, model_dir: str | Path) -> bool:
+    """Whether the export was made from other weights than the model directory now holds."""
+    recorded, current = description.get("source_weights_sha256"), source_checksum(model_dir)
+    return bool(recorded and current and recorded != current)
+
+
+def _temporary_export(predictor, model_dir: str | Path, quantize: bool) -> Path:
+    """An export in a fresh temporary directory, removed when the process ends (read-only models)."""
+    directory = Path(tempfile.mkdtemp(prefix="textorch-onnx-")) / "onnx"
+    atexit.register(shutil.rmtree, directory.parent, True)
+    logger.warning("%s is not writable: exporting to ONNX in %s (removed at exit)", model_dir, directory)
+    return export_model(predictor, directory, quantize, model_dir)
+
+
+def ensure_export(predictor, model_dir: str | Path, export_dir: str | Path | None = None, quantize: bool = False) -> Path:
+    """The export directory to run, exporting first when needed.
+
+    Without ``export_dir``: ``MODEL/onnx``, exported there when absent or made from older
+    weights, or into a temporary directory when the model directory is read-only. With it: that
+    directory, exported when absent; an export there of other weights is an error.
+    """
+    explicit = export_dir is not None
+    directory = Path(export_dir) if explicit else default_export_dir(model_dir)
+    description = _read_description(directory)
+    if description is not None and _is_stale(description, model_dir):
+        if explicit:
+            raise ModelFormatError(f"{directory}: exported from other weights than {model_dir} holds now; export again")
+        logger.info("%s was exported from older weights: exporting again", directory)
+        description = None
+    if description is not None and quantize and not (directory / QUANTIZED_FILE).exists() and not explicit:
+        logger.info("%s has no int8 model: exporting again with --quantize", directory)
+        description = None
+    if description is None:
         logger.info("no ONNX export in %s: exporting now", directory)
-        export_labeler(labeler, directory, quantize=quantized)
-    description = json.loads((directory / DESCRIPTION_FILE).read_text(encoding="utf-8"))
+        try:
+            export_model(predictor, directory, quantize, model_dir)
+        except PermissionError:
+            if explicit:
+                raise ConfigError(f"--onnx-dir {directory}: not writable") from None
+            return _temporary_export(predictor, model_dir, quantize)
+    return directory
+
+
+def attach_onnx(predictor, model_dir: str | Path, export_dir: str | Path | None = None, quantized: bool = False,
+                threads: int | None = None) -> Path:
+    """Make ``predictor`` (a tagger or a classifier) run its network with ONNX Runtime.
+
+    Returns the export directory used (see :func:`ensure_export` for where it comes from).
+    ``predictor.runner = None`` switches back to PyTorch.
+    """
+    task = _task(predictor)
+    directory = ensure_export(predictor, model_dir, export_dir, quantized)
+    description = _read_description(directory) or {}
     if description.get("format_version") != FORMAT_VERSION:
         raise ModelFormatError(f"{directory}/{DESCRIPTION_FILE}: unknown format version {description.get('format_version')!r}")
-    if description.get("architecture") != labeler.model_config.architecture:
+    if description.get("task", "sequence_labelling") != task:
+        raise ModelFormatError(f"{directory}: the export is of a {description.get('task')} model, not a {task} model")
+    if description.get("architecture") != predictor.model_config.architecture:
         raise ModelFormatError(f"{directory}: the export is of a {description.get('architecture')} model, not this one")
     model_file = directory / (QUANTIZED_FILE if quantized else ONNX_FILE)
     if not model_file.exists():
         raise ModelFormatError(f"{model_file}: missing (export with --quantize to get the int8 model)")
-    labeler.runner = OnnxRunner(model_file, labeler.model.head, threads)
+    if task == "text_classification":
+        predictor.runner = OnnxClassifierRunner(model_file, threads)
+    else:
+        predictor.runner = OnnxRunner(model_file, predictor.model.head, threads)
+    return directory

@@ -32,6 +32,7 @@ class ServedModel:
     """A ``SequenceLabeler`` or a ``TextClassifier``."""
     directory: str
     engine: str = "pytorch"
+    """``pytorch`` or ``onnx`` (``serve --engine onnx``): what runs the network."""
 
     def describe(self) -> dict[str, Any]:
         predictor = self.predictor
@@ -88,8 +89,17 @@ def _loader(kind: str) -> Callable[..., Any]:
     return TextClassifier.load
 
 
-def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir: str | None = None) -> dict[str, ServedModel]:
-    """Load every ``--model``; all are checked before the server binds its port."""
+def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir: str | None = None,
+                engine: str = "torch", quantized: bool = False, threads: int | None = None) -> dict[str, ServedModel]:
+    """Load every ``--model``; all are checked before the server binds its port.
+
+    ``engine="onnx"`` runs each model with ONNX Runtime from ``DIR/onnx``, exported there first
+    when absent or older than the model (into a temporary directory when ``DIR`` is read-only),
+    as ``seq tag --engine onnx`` does: a served model answers exactly what the CLI would.
+    """
+    from textorch.onnx.engine import attach_onnx, check_engine
+
+    check_engine(engine, device, quantized)
     models: dict[str, ServedModel] = {}
     for spec in specs:
         name, directory = parse_model_spec(spec)
@@ -100,6 +110,11 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
         if kind is None:
             raise ModelFormatError(f"{directory}: cannot serve a model of task {task!r}")
         predictor = _loader(kind)(directory, device=device, cache_dir=cache_dir)
-        models[name] = ServedModel(name, kind, predictor, str(directory))
+        served_engine = "pytorch"
+        if engine == "onnx":
+            export = attach_onnx(predictor, directory, quantized=quantized, threads=threads)
+            served_engine = "onnx"
+            logger.info("model %s runs with ONNX Runtime from %s%s", name, export, " (int8)" if quantized else "")
+        models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
         logger.info("model %s: %s %s from %s", name, kind, _architecture(predictor), directory)
     return models

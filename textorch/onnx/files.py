@@ -1,0 +1,165 @@
+"""Writing an export directory: the graph, its int8 twin, and plain-JSON files, all at once.
+
+Taggers and classifiers share this: the directory is written in a temporary sibling and renamed,
+so a reader never sees half an export, and an existing directory is only ever replaced when it
+is an earlier export (never a user's folder given by mistake as ``--output``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from textorch.errors import ConfigError
+from textorch.model_dir import CONFIG_FILE
+
+logger = logging.getLogger(__name__)
+
+ONNX_FILE = "model.onnx"
+QUANTIZED_FILE = "model.int8.onnx"
+DESCRIPTION_FILE = "onnx-model.json"
+TOKENIZER_FILE = "tokenizer.json"
+FORMAT_VERSION = 1
+OPSET = 17
+
+
+@dataclass
+class Graph:
+    """What ``torch.onnx.export`` needs: a module, named example inputs (in argument order), outputs."""
+
+    module: nn.Module
+    inputs: dict[str, torch.Tensor]
+    outputs: list[str]
+    dynamic_axes: dict[str, dict[int, str]]
+    input_docs: dict[str, dict] = field(default_factory=dict)
+    """Per input: dtype, shape (axis names) and where its values come from, for ``onnx-model.json``."""
+    output_docs: dict[str, dict] = field(default_factory=dict)
+
+
+def source_checksum(model_dir: str | Path | None) -> str | None:
+    """SHA-256 of the weights of a saved model (from its ``config.json``), to recognise stale exports."""
+    if model_dir is None:
+        return None
+    path = Path(model_dir) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("weights_sha256")
+    except (OSError, ValueError):
+        return None
+
+
+def describe(task: str, architecture: str, graph: Graph, quantize: bool, source_dir: str | Path | None) -> dict:
+    """The fields every ``onnx-model.json`` has, whatever the task."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "task": task,
+        "architecture": architecture,
+        "model_file": ONNX_FILE,
+        "quantized_model_file": QUANTIZED_FILE if quantize else None,
+        "inputs": [{"name": name, **graph.input_docs.get(name, {})} for name in graph.inputs],
+        "outputs": [{"name": name, **graph.output_docs.get(name, {})} for name in graph.outputs],
+        "opset": OPSET,
+        "source_weights_sha256": source_checksum(source_dir),
+    }
+
+
+def tokenizer_json(tokenizer: object, truncate_at: int | None = None) -> bytes:
+    """The Hugging Face ``tokenizer.json`` of a fast tokenizer as textorch uses it, readable by the
+    Rust ``tokenizers`` library and its Java/C++ bindings.
+
+    It carries what the Python side sets per call, so another program needs no extra setting:
+    the ``add_prefix_space`` a byte-level BPE needs for pre-split words (already in the loaded
+    tokenizer), no padding, and truncation at ``truncate_at`` sub-tokens, special tokens
+    included (classifiers), or none (taggers cut long sequences into windows instead).
+    """
+    from tokenizers import Tokenizer
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ConfigError("ONNX export needs a fast tokenizer (tokenizer.json)")
+    copy = Tokenizer.from_str(backend.to_str())
+    copy.no_padding()
+    if truncate_at:
+        copy.enable_truncation(max_length=truncate_at)
+    else:
+        copy.no_truncation()
+    return copy.to_str(pretty=True).encode("utf-8")
+
+
+def check_output(output: Path) -> None:
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"{output}: exists and is not a directory; choose another --output")
+    if output.exists() and any(output.iterdir()) and not (output / DESCRIPTION_FILE).exists():
+        # Replacing the directory must never delete something that is not an earlier export.
+        raise ConfigError(f"{output}: exists and is not an ONNX export; choose another --output")
+
+
+def write_export(output: str | Path, graph: Graph, json_files: dict[str, object], quantize: bool,
+                 binary_files: dict[str, bytes] | None = None) -> Path:
+    """Export ``graph`` to ``output/model.onnx`` (and ``model.int8.onnx``) plus the given files, atomically."""
+    output = Path(output)
+    check_output(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            # The exporter warns about RNN batch sizes (we pass no initial state, so any batch
+            # size works), negative indices (ours never are) and the traced Python conditions of
+            # transformers' attention masks (the example inputs are padded, so the general path
+            # is traced): the tests check the graphs on other shapes than the example's.
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+            torch.onnx.export(
+                graph.module.eval(), tuple(graph.inputs.values()), str(staging / ONNX_FILE),
+                input_names=list(graph.inputs), output_names=graph.outputs, opset_version=OPSET, dynamo=False,
+                dynamic_axes=graph.dynamic_axes,
+            )
+        if quantize:
+            _quantize(staging / ONNX_FILE, staging / QUANTIZED_FILE)
+        for name, content in json_files.items():
+            (staging / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        for name, data in (binary_files or {}).items():
+            (staging / name).write_bytes(data)
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("ONNX export written to %s", output)
+    return output
+
+
+class _DropAdvice(logging.Filter):
+    """Two root-logger warnings of onnxruntime's quantizer that say nothing wrong here: advice to
+    pre-process the graph (optional), and that int64 tensors (elem_type 7: the pads and indices of
+    convolutions and gathers) cannot be quantised, which they are not meant to be."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "pre-processing before quantization" in message:
+            return False
+        return not ("unsupported type to quantize" in message and "elem_type: 7" in message)
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """Dynamic int8 quantisation of the weights (activations stay float, quantised on the fly)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    advice = _DropAdvice()
+    root = logging.getLogger()
+    root.addFilter(advice)
+    try:
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+    finally:
+        root.removeFilter(advice)
