@@ -73,6 +73,12 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
             t = t_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
             d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
             rows.append(_row(job, metric, label, t, d, True))
+        onnx = tag.get("textorch_onnx") or {}
+        for metric, label in TAGGING:
+            t = onnx.get("tagging", {}).get(metric, {}).get("tokens_per_s")
+            d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
+            if t is not None:
+                rows.append(_row(job, metric, label + " (ONNX engine)", t, d, True))
         rows.append(_row(job, "whole", "tag a file, whole process (s)", _median(t_tag.get("whole_process_s", [])),
                          _median(d_tag.get("whole_process_s", [])), False))
         rows.append(_row(job, "peak_rss", "peak RSS while tagging (MB)", t_tag.get("peak_rss_mb"),

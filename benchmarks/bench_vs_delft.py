@@ -137,6 +137,16 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
         out[system]["model_dir_mb"] = _dir_mb(models[system])
         if payload:
             print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
+    if models["textorch"].exists():
+        # textorch's other engine, same model and data (the export is made before timing).
+        print(f"tag   textorch {job['key']} (ONNX engine) ...", end=" ", flush=True)
+        payload, _ = r.runner("textorch", f"tag-onnx-{job['key']}", [
+            "tag", "--model", str(models["textorch"]), "--input", inputs["textorch"], "--format", f.format,
+            "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]),
+            "--engine", "onnx", "--onnx-dir", str(r.work / "onnx" / job["key"])])
+        out["textorch_onnx"] = payload
+        if payload:
+            print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
     for i in range(settings["process_repeats"]):
         for system in ("delft", "textorch"):
             if not out.get(system):

@@ -105,12 +105,17 @@ def cmd_tag(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     labeler = _load(args.model, args.cache_dir)
     load_s = time.perf_counter() - started
+    if args.engine == "onnx":
+        # The export (made once, outside the timing) goes to the work dir, not the model dir.
+        from textorch.onnx.engine import attach_onnx
+
+        attach_onnx(labeler, args.model, export_dir=args.onnx_dir, threads=torch.get_num_threads())
     rss_loaded = peak_rss_mb()
     sequences = read_for_tagging(args.input, args.format, labeler).sequences
     lengths = [len(s) for s in sequences]
     rows = tagging_rows(lambda data, b: labeler.predict(data, batch_size=b), sequences, lengths,
                         args.batch_sizes, args.small_limit, args.repeats, args.min_seconds)
-    emit({"system": "textorch", "load_s": load_s, "rss_after_load_mb": rss_loaded, "tagging": rows,
+    emit({"system": "textorch", "engine": args.engine, "load_s": load_s, "rss_after_load_mb": rss_loaded, "tagging": rows,
           "n_sequences": len(sequences), "n_tokens": sum(lengths)})
 
 
@@ -157,6 +162,8 @@ def main() -> None:
     p.add_argument("--small-limit", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--min-seconds", type=float, default=0.5, help="loop short calls to last at least this long")
+    p.add_argument("--engine", choices=["torch", "onnx"], default="torch")
+    p.add_argument("--onnx-dir", default=None, help="where the ONNX export is written (with --engine onnx)")
     p.set_defaults(run=cmd_tag)
 
     p = commands.add_parser("load")

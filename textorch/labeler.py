@@ -16,7 +16,7 @@ import torch
 
 from textorch.api import LabelerAPI, read_evaluation_corpus
 from textorch.config import DataConfig, ModelConfig, TrainConfig, from_dict, to_dict
-from textorch.data.batching import Batch, collate, sorted_batches
+from textorch.data.batching import Batch, collate, sorted_batches, token_type_table
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import EncodedSequence, SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
@@ -25,6 +25,7 @@ from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
+from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.architectures import (
     Architecture,
     build_rnn_tagger_v1,
@@ -59,9 +60,17 @@ class EncodedData:
     def lengths(self) -> list[int]:
         return [len(e) for e in self.encoded]
 
-    def batch(self, indices: list[int]) -> Batch:
-        batch = collate(self.encoded, indices, self.word_table)
+    def batch(self, indices: list[int], token_vectors: torch.Tensor | None = None) -> Batch:
+        batch = collate(self.encoded, indices, self.word_table, token_vectors)
         return self.windows.extend(batch) if self.windows is not None else batch
+
+    def token_vectors(self, model: torch.nn.Module, device: torch.device | str) -> torch.Tensor | None:
+        """The character encoder's output for every token type here, or None (no such encoder)."""
+        encoder = rows_encoder(model)  # (a module walk: ~50 us, fine once per call)
+        table = token_type_table(self.encoded) if encoder is not None else None
+        if table is None:
+            return None
+        return encode_token_types(encoder, torch.from_numpy(table).to(device))
 
 
 @dataclass
@@ -170,7 +179,7 @@ class SequenceLabeler(LabelerAPI):
 
     # ----------------------------------------------------------------- inference
     def encode(self, sequences: list[TokenSequence], with_labels: bool = False) -> EncodedData:
-        encoded = [self.encoder.encode(s, with_labels=with_labels) for s in sequences]
+        encoded = self.encoder.encode_many(sequences, with_labels=with_labels)
         if self.word_table is not None:
             for item, sequence in zip(encoded, sequences):
                 item.word_ids = self.word_table.index(sequence.tokens)
@@ -192,7 +201,8 @@ class SequenceLabeler(LabelerAPI):
         are identical); ``gather`` gives every process all predictions, else only its own
         (None elsewhere). Empty sequences belong to rank 0."""
         ctx = ctx or DistContext()
-        self.model.eval()
+        if self.model.training:  # eval() walks every submodule: 100 us per one-sequence call
+            self.model.eval()
         lengths = data.lengths()
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
@@ -200,8 +210,10 @@ class SequenceLabeler(LabelerAPI):
         local: list[tuple[int, Prediction]] = []
         if ctx.is_main:
             local += [(i, Prediction([], [])) for i, n in enumerate(lengths) if n == 0]
-        for indices in my_batches(batches, ctx):
-            batch = data.batch(indices).to(self.device)
+        mine = my_batches(batches, ctx)
+        token_vectors = data.token_vectors(self.model, self.device) if self.runner is None and mine else None
+        for indices in mine:
+            batch = data.batch(indices, token_vectors).to(self.device)
             paths, scores = (self.runner or self.model).decode(batch)
             paths_np = paths.cpu().numpy()
             scores_np = scores.float().cpu().numpy()

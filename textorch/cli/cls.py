@@ -34,7 +34,8 @@ def _bool(value: str) -> bool:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="compute device (default: cpu)")
+    parser.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
+                        help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: torch's choice; with --devices N, cores / N)")
     parser.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
     add_distributed_options(parser)

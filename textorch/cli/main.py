@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
+    if getattr(args, "engine", "torch") == "onnx" and getattr(args, "device", None) == "auto":
+        args.device = "cpu"  # ONNX Runtime runs on the CPU here: "auto" must not pick a GPU for it
     from textorch.train import launch
 
     try:

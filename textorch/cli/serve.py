@@ -52,7 +52,8 @@ def register(groups: argparse._SubParsersAction) -> None:
                    help=f"time a client has to send a request's headers, then its body; slower ones are dropped "
                         f"(default: {d.client_timeout_s:g})")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs throughput)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="compute device (default: cpu)")
+    p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
+                        help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch or ONNX Runtime (default: their choice)")
     add_engine_options(p, with_onnx_dir=False)
     p.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")

@@ -146,22 +146,13 @@ def plan_windows(n_subtokens: int, word_starts: np.ndarray, content: int, stride
     return WindowPlan(starts, ends, word_window, np.asarray(word_starts) - starts[word_window])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WindowedBatch(Batch):
     """A :class:`Batch` plus the encoder windows of its sequences and where each word is read."""
 
     window_ids: torch.Tensor  # (N, W) sub-token ids with special tokens, N windows in the batch
     window_mask: torch.Tensor  # (N, W) 1 for real sub-tokens
     word_index: torch.Tensor  # (B, L) flat index into the (N * W) encoder outputs
-
-    def to(self, device: torch.device | str) -> "WindowedBatch":
-        moved = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, torch.Tensor) and f.name != "lengths":
-                value = value.to(device, non_blocking=True)
-            moved[f.name] = value
-        return WindowedBatch(**moved)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from torch.nn import functional as F
 from textorch.data.cls_batching import ClsBatch
 from textorch.errors import ConfigError
 from textorch.models.embedders import run_packed_rnn
+from textorch.models.padded_rnn import rnn_final_states
 
 
 @dataclass(frozen=True)
@@ -185,9 +186,7 @@ class GRULastState(nn.Module):
         self.output_dim = hidden
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        packed = nn.utils.rnn.pack_padded_sequence(x, mask.sum(dim=1).cpu(), batch_first=True, enforce_sorted=False)
-        _, h_n = self.rnn(packed)
-        return h_n[-1]
+        return rnn_final_states(self.rnn, x, mask.sum(dim=1))
 
 
 class WordInput(nn.Module):

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
 from textorch.data.batching import Batch
+from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
 
 
 class WordVectorEmbedder(nn.Module):
@@ -36,20 +35,31 @@ class CharBiLSTMEmbedder(nn.Module):
         self.output_dim = 2 * hidden
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        char_ids = batch.char_ids  # (B, L, C)
-        b, l, c = char_ids.shape
-        flat = char_ids.reshape(b * l, c)
-        char_lengths = (flat != 0).sum(dim=1)
+        return per_token(self.encode_rows, batch)
+
+    def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """``(N, C)`` character ids -> ``(N, output_dim)``; all-padding rows give zeros."""
+        char_lengths = (rows != 0).sum(dim=1)
         present = char_lengths > 0
-        out = flat.new_zeros((b * l, self.output_dim), dtype=self.embedding.weight.dtype)
+        out = rows.new_zeros((rows.shape[0], self.output_dim), dtype=self.embedding.weight.dtype)
         if bool(present.any()):
             # Only real tokens go through the LSTM: padding tokens would be most of the work.
-            tokens = flat[present]
-            lengths = char_lengths[present].cpu()
-            packed = pack_padded_sequence(self.embedding(tokens), lengths, batch_first=True, enforce_sorted=False)
-            _, (h_n, _) = self.lstm(packed)  # h_n: (2, N, H)
-            out[present] = torch.cat([h_n[0], h_n[1]], dim=-1).to(out.dtype)
-        return out.reshape(b, l, self.output_dim)
+            tokens = rows[present]
+            lengths = char_lengths[present]
+            tokens = tokens[:, : int(lengths.max())]
+            out[present] = rnn_final_states(self.lstm, self.embedding(tokens), lengths).to(out.dtype)
+        return out
+
+
+def per_token(encode_rows, batch: Batch) -> torch.Tensor:
+    """Run a character encoder once per distinct token of the batch when the batch lists them
+    (``char_rows``), else once per position; ``(B, L, output_dim)`` either way."""
+    if batch.char_index is not None and (batch.char_vectors is not None or batch.char_rows is not None):
+        vectors = batch.char_vectors if batch.char_vectors is not None else encode_rows(batch.char_rows)
+        index = batch.char_index
+        return vectors[index.clamp(min=0)].masked_fill((index < 0).unsqueeze(-1), 0.0)
+    b, l, c = batch.char_ids.shape
+    return encode_rows(batch.char_ids.reshape(b * l, c)).reshape(b, l, -1)
 
 
 class CharCNNEmbedder(nn.Module):
@@ -62,15 +72,15 @@ class CharCNNEmbedder(nn.Module):
         self.output_dim = filters
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        char_ids = batch.char_ids
-        b, l, c = char_ids.shape
-        flat = char_ids.reshape(b * l, c)
-        x = self.embedding(flat).transpose(1, 2)  # (N, E, C)
+        return per_token(self.encode_rows, batch)
+
+    def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """``(N, C)`` character ids -> ``(N, filters)``; all-padding rows give zeros."""
+        x = self.embedding(rows).transpose(1, 2)  # (N, E, C)
         h = self.conv(x)  # (N, F, C)
-        h = h.masked_fill((flat == 0).unsqueeze(1), float("-inf"))
+        h = h.masked_fill((rows == 0).unsqueeze(1), float("-inf"))
         pooled = h.max(dim=2).values
-        pooled = torch.where(torch.isinf(pooled), torch.zeros_like(pooled), pooled)
-        return pooled.reshape(b, l, self.output_dim)
+        return torch.where(torch.isinf(pooled), torch.zeros_like(pooled), pooled)
 
 
 class CasingEmbedder(nn.Module):
@@ -102,8 +112,22 @@ class FeatureEmbedder(nn.Module):
 
 
 def run_packed_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Run an RNN over right-padded sequences so padding never leaks into the backward pass."""
-    packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    out, _ = rnn(packed)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-    return out
+    """Run an RNN over right-padded sequences so padding never leaks into the backward pass
+    (zeros past each length; see :mod:`textorch.models.padded_rnn` for why not packing)."""
+    return rnn_outputs(rnn, x, lengths)
+
+
+def rows_encoder(model: nn.Module) -> nn.Module | None:
+    """The model's character encoder (the one module with ``encode_rows``), if it has one."""
+    found = [m for m in model.modules() if hasattr(m, "encode_rows")]
+    return found[0] if len(found) == 1 else None
+
+
+def encode_token_types(encoder: nn.Module, table: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """Character vectors of a whole table of token types, in a few large calls.
+
+    Tagging computes each distinct token once per call instead of once per batch: with batch
+    32 on CoNLL-2003's test set that is 3 LSTM calls over 9.5k types instead of 108 calls over
+    46k tokens (the per-call, per-time-step overhead dominated the character LSTM there).
+    """
+    return torch.cat([encoder.encode_rows(table[start : start + chunk]) for start in range(0, table.shape[0], chunk)])

@@ -22,11 +22,7 @@ class CRFHead(nn.Module):
 
     def decode(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Best label ids (B, L) and, per token, the posterior probability of that label."""
-        emissions = self.emissions(h).float()
-        paths, _ = self.crf.decode(emissions, mask)
-        marginals = self.crf.marginals(emissions, mask)
-        scores = marginals.gather(-1, paths.unsqueeze(-1)).squeeze(-1)
-        return paths, scores
+        return self.crf.best_paths_with_confidence(self.emissions(h).float(), mask)
 
 
 class SoftmaxHead(nn.Module):

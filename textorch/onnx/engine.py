@@ -71,9 +71,7 @@ class OnnxRunner(_Session):
         emissions = torch.from_numpy(self.emissions(batch)).float()
         mask = batch.mask.cpu()
         if isinstance(self.head, CRFHead):
-            paths, _ = self.head.crf.decode(emissions, mask)
-            marginals = self.head.crf.marginals(emissions, mask)
-            return paths, marginals.gather(-1, paths.unsqueeze(-1)).squeeze(-1)
+            return self.head.crf.best_paths_with_confidence(emissions, mask)
         scores, paths = emissions.softmax(dim=-1).max(dim=-1)
         return paths * mask, scores * mask
 

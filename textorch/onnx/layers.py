@@ -14,6 +14,7 @@ from torch import nn
 
 from textorch.errors import ConfigError
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder
+from textorch.models.padded_rnn import gather_time, reverse_index
 
 
 def _check_rnn(rnn: nn.RNNBase) -> None:
@@ -36,17 +37,6 @@ def _split_directions(rnn: nn.RNNBase) -> tuple[nn.RNNBase, nn.RNNBase]:
     return directions[0], directions[1]
 
 
-def _reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
-    """(B, T) positions that read each row backwards within its length; padding stays in place."""
-    t = torch.arange(steps, device=lengths.device).unsqueeze(0)
-    n = lengths.unsqueeze(1)
-    return torch.where(t < n, n - 1 - t, t)
-
-
-def _gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return x.gather(1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-
-
 class PaddedBiRNN(nn.Module):
     """A bidirectional RNN on right-padded input, equal to the packed one on every real step."""
 
@@ -56,10 +46,10 @@ class PaddedBiRNN(nn.Module):
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Outputs (B, T, 2H); rows past a sequence's length hold values nobody should read."""
-        index = _reverse_index(lengths, x.shape[1])
+        index = reverse_index(lengths, x.shape[1])
         forward_out, _ = self.forward_rnn(x)
-        backward_out, _ = self.backward_rnn(_gather_time(x, index))
-        return torch.cat([forward_out, _gather_time(backward_out, index)], dim=-1)
+        backward_out, _ = self.backward_rnn(gather_time(x, index))
+        return torch.cat([forward_out, gather_time(backward_out, index)], dim=-1)
 
 
 class PaddedRNN(nn.Module):

@@ -67,10 +67,12 @@ def _check(devices: int, nnodes: int, node_rank: int, endpoint: str | None, devi
         raise ConfigError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address and a free port)")
     if endpoint and (":" not in endpoint or not endpoint.rsplit(":", 1)[1].isdigit()):
         raise ConfigError(f"--rdzv-endpoint must be HOST:PORT, got {endpoint!r}")
-    if device == "cuda":
+    if device in ("cuda", "auto"):
         import torch
 
         available = torch.cuda.device_count()
+        if device == "auto" and not available:
+            return  # CPU processes: any number
         if devices > available:
             raise ConfigError(f"--devices {devices} with --device cuda, but this machine has {available} GPU(s)")
 

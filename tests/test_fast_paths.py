@@ -1,0 +1,153 @@
+"""The speed paths give the same answers as the straightforward ones.
+
+- NumPy CRF decoding (tagging on the CPU) against the PyTorch CRF in float64;
+- padded, unpacked RNNs (training) against packed ones, outputs and gradients;
+- per-distinct-token character encoding (batches and whole tagging calls) against per-position
+  encoding, and the token-type table built by ``encode_many``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from textorch.data.batching import collate, token_type_table
+from textorch.data.corpus import TokenSequence
+from textorch.data.encoding import SequenceEncoder
+from textorch.labeler import SequenceLabeler
+from textorch.models.crf import CRF
+from textorch.models.crf_numpy import viterbi_with_confidence
+from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder
+from textorch.models.padded_rnn import final_states, masked_padded_rnn
+
+
+def _random_crf(num_tags: int, seed: int) -> CRF:
+    torch.manual_seed(seed)
+    crf = CRF(num_tags)
+    with torch.no_grad():
+        crf.transitions.normal_(0, 2)
+        crf.start_transitions.normal_()
+        crf.end_transitions.normal_()
+    return crf
+
+
+@pytest.mark.parametrize("batch,length,tags", [(1, 1, 5), (1, 6, 9), (7, 13, 11), (32, 40, 17)])
+def test_numpy_crf_equals_torch_crf(batch: int, length: int, tags: int) -> None:
+    crf = _random_crf(tags, seed=batch + length)
+    emissions = torch.randn(batch, length, tags, dtype=torch.float64) * 3
+    lengths = torch.randint(1, length + 1, (batch,))
+    lengths[0] = length
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    with torch.no_grad():
+        expected_paths, _ = crf.decode(emissions, mask)
+        marginals = crf.marginals(emissions, mask)
+    expected_scores = marginals.gather(-1, expected_paths.unsqueeze(-1)).squeeze(-1)
+    paths, scores = viterbi_with_confidence(emissions.numpy(), lengths.numpy(), crf.transitions.detach().numpy(),
+                                            crf.start_transitions.detach().numpy(), crf.end_transitions.detach().numpy())
+    assert np.array_equal(paths, expected_paths.numpy())
+    assert np.allclose(scores, expected_scores.numpy(), atol=1e-6)
+    assert (scores[~mask.numpy()] == 0).all() and (scores[mask.numpy()] > 0).all()
+
+
+def test_numpy_crf_ignores_padding_values() -> None:
+    crf = _random_crf(6, seed=3)
+    emissions = np.random.default_rng(0).normal(size=(3, 8, 6)).astype(np.float32)
+    lengths = np.array([8, 3, 5])
+    params = [p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
+    paths, scores = viterbi_with_confidence(emissions, lengths, *params)
+    noisy = emissions.copy()
+    for row, n in enumerate(lengths):
+        noisy[row, n:] = 1e6
+    noisy_paths, noisy_scores = viterbi_with_confidence(noisy, lengths, *params)
+    assert np.array_equal(paths, noisy_paths) and np.array_equal(scores, noisy_scores)
+
+
+def test_crf_head_uses_the_numpy_path_only_without_gradients() -> None:
+    crf = _random_crf(4, seed=5)
+    emissions = torch.randn(2, 5, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        paths, scores = crf.best_paths_with_confidence(emissions, mask)
+        reference, _ = crf.decode(emissions, mask)
+    assert torch.equal(paths, reference)
+    assert scores.shape == (2, 5) and float(scores[1, 2:].abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("layers,bidirectional", [(1, True), (2, True), (1, False)])
+def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidirectional: bool) -> None:
+    torch.manual_seed(0)
+    rnn = cell(7, 5, num_layers=layers, batch_first=True, bidirectional=bidirectional)
+    x = torch.randn(4, 9, 7)
+    lengths = torch.tensor([9, 4, 1, 6])
+
+    def packed_run() -> tuple[torch.Tensor, torch.Tensor]:
+        out, h_n = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+        h_n = h_n[0] if isinstance(h_n, tuple) else h_n
+        last = torch.cat(list(h_n[-2:] if bidirectional else h_n[-1:]), dim=-1)
+        return pad_packed_sequence(out, batch_first=True, total_length=9)[0], last
+
+    expected, expected_final = packed_run()
+    (expected.sum() + expected_final.sum()).backward()
+    expected_grads = [p.grad.clone() for p in rnn.parameters()]
+    rnn.zero_grad()
+    out = masked_padded_rnn(rnn, x, lengths)
+    final = final_states(rnn, x, lengths)
+    (out.sum() + final.sum()).backward()
+    assert torch.allclose(out, expected, atol=1e-6)
+    assert torch.allclose(final, expected_final, atol=1e-6)
+    for got, want in zip((p.grad for p in rnn.parameters()), expected_grads):
+        assert torch.allclose(got, want, atol=1e-5)
+
+
+def _sequences() -> list[TokenSequence]:
+    texts = ["John lives in Paris .", "Mary lives in Rome", "Paris", "John John John met Mary in Paris"]
+    return [TokenSequence(tokens=t.split(), labels=None, features=None) for t in texts]
+
+
+def test_encode_many_shares_token_types() -> None:
+    sequences = _sequences()
+    encoder = SequenceEncoder.fit(sequences, [])
+    encoded = encoder.encode_many(sequences, with_labels=False)
+    types = {}
+    for sequence, item in zip(sequences, encoded):
+        for token, type_id in zip(sequence.tokens, item.type_ids):
+            assert types.setdefault(token, int(type_id)) == int(type_id)
+    assert sorted(types.values()) == list(range(len(set(types))))
+    table = token_type_table(encoded)
+    for token, type_id in types.items():
+        assert [encoder.chars.items[i] for i in table[type_id] if i] == list(token)
+    single = encoder.encode(sequences[0], with_labels=False)
+    assert np.array_equal(single.char_ids, encoded[0].char_ids) and np.array_equal(single.casing_ids, encoded[0].casing_ids)
+
+
+@pytest.mark.parametrize("embedder_class", [CharBiLSTMEmbedder, CharCNNEmbedder])
+def test_character_encoders_per_distinct_token_equal_per_position(embedder_class: type) -> None:
+    sequences = _sequences()
+    encoder = SequenceEncoder.fit(sequences, [])
+    encoded = encoder.encode_many(sequences, with_labels=False)
+    torch.manual_seed(1)
+    embedder = embedder_class(len(encoder.chars.items)).eval()
+    batch = collate(encoded, [0, 1, 2, 3])
+    assert batch.char_rows is not None and batch.char_rows.shape[0] == len({t for s in sequences for t in s.tokens})
+    per_position = embedder.encode_rows(batch.char_ids.reshape(-1, batch.char_ids.shape[2])).reshape(4, batch.mask.shape[1], -1)
+    per_position = per_position * batch.mask.unsqueeze(-1)
+    with torch.no_grad():
+        assert torch.allclose(embedder(batch), per_position, atol=1e-6)
+        table = torch.from_numpy(token_type_table(encoded))
+        whole_call = collate(encoded, [3, 0], token_vectors=embedder.encode_rows(table))
+        assert torch.allclose(embedder(whole_call), per_position[[3, 0]], atol=1e-6)
+
+
+def test_tagging_with_whole_call_token_vectors_equals_one_sequence_at_a_time(tiny_conll: Path) -> None:
+    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
+    sequences = [s for s in _sequences()]
+    together = labeler.predict(sequences, batch_size=3)
+    alone = [labeler.predict([s], batch_size=1)[0] for s in sequences]
+    assert [p.labels for p in together] == [p.labels for p in alone]
+    assert np.allclose([x for p in together for x in p.scores], [x for p in alone for x in p.scores], atol=1e-5)

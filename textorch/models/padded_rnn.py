@@ -1,0 +1,119 @@
+"""Recurrent layers over right-padded batches, exact on every real step, packed or not.
+
+Packing (``pack_padded_sequence``) keeps padding out of a bidirectional RNN, but when
+gradients are needed it is slow on the CPU: forward plus backward of a CoNLL-2003 batch ran
+1.45-1.6x slower packed than on padded input (word and character LSTMs alike; CoNLL training
+went from 13.0k to 16.0k tokens/s). Without gradients (tagging) packing measured faster, so
+:func:`rnn_outputs` and :func:`rnn_final_states` pick by whether gradients are recorded.
+
+Unpacked, each direction runs on padded input: the forward direction never reads
+what follows a step, and the backward direction reads every sequence reversed *within its own
+length* (a gather), so neither ever sees padding. The parameters are the module's own, so
+training updates the same weights and saved models are unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+def reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """(B, T) positions that read each row backwards within its length; padding stays in place."""
+    t = torch.arange(steps, device=lengths.device).unsqueeze(0)
+    n = lengths.to(t.device).unsqueeze(1)
+    return torch.where(t < n, n - 1 - t, t)
+
+
+def gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[b, index[b, t]]`` for every row and step."""
+    return x.gather(1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+
+
+def _one_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
+    names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
+    if rnn.bias:
+        names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
+    params = [getattr(rnn, name) for name in names]
+    h0 = x.new_zeros(1, x.shape[0], rnn.hidden_size)
+    if isinstance(rnn, nn.LSTM):
+        if rnn.proj_size:
+            raise ValueError("LSTMs with proj_size are not supported")
+        out, _, _ = torch.lstm(x, (h0, h0), params, rnn.bias, 1, 0.0, rnn.training, False, True)
+    elif isinstance(rnn, nn.GRU):
+        out, _ = torch.gru(x, h0, params, rnn.bias, 1, 0.0, rnn.training, False, True)
+    else:
+        raise ValueError(f"unsupported recurrent layer {type(rnn).__name__}")
+    return out
+
+
+def padded_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Outputs ``(B, T, directions * H)`` of a batch-first LSTM/GRU on right-padded ``x``.
+
+    Equal to the packed computation at every position before each row's length; positions
+    after it hold values nobody should read (mask them, as :func:`masked_padded_rnn` does).
+    """
+    if not rnn.batch_first:
+        raise ValueError("padded_rnn expects a batch_first RNN")
+    steps = x.shape[1]
+    index = reverse_index(lengths, steps) if rnn.bidirectional else None
+    h = x
+    for layer in range(rnn.num_layers):
+        if layer > 0 and rnn.dropout and rnn.training:
+            h = nn.functional.dropout(h, rnn.dropout, training=True)
+        forward = _one_direction(rnn, h, layer, "")
+        if index is None:
+            h = forward
+            continue
+        backward = _one_direction(rnn, gather_time(h, index), layer, "_reverse")
+        h = torch.cat([forward, gather_time(backward, index)], dim=-1)
+    return h
+
+
+def masked_padded_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """:func:`padded_rnn` with zeros past each length, as ``pad_packed_sequence`` gives."""
+    out = padded_rnn(rnn, x, lengths)
+    mask = torch.arange(x.shape[1], device=out.device)[None, :] < lengths.to(out.device)[:, None]
+    return out * mask.unsqueeze(-1).to(out.dtype)
+
+
+def _records_gradients(rnn: nn.RNNBase) -> bool:
+    return torch.is_grad_enabled() and any(p.requires_grad for p in rnn.parameters())
+
+
+def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
+    packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    return rnn(packed)
+
+
+def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
+    if _records_gradients(rnn):
+        return masked_padded_rnn(rnn, x, lengths)
+    out, _ = _packed(rnn, x, lengths)
+    return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+
+
+def rnn_final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The last layer's final state of each direction ``(B, directions * H)``; lengths >= 1."""
+    if _records_gradients(rnn):
+        return final_states(rnn, x, lengths)
+    _, h_n = _packed(rnn, x, lengths)
+    if isinstance(h_n, tuple):
+        h_n = h_n[0]
+    last = h_n[-2:] if rnn.bidirectional else h_n[-1:]
+    return torch.cat(list(last), dim=-1)
+
+
+def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``(B, directions * H)``: the last layer's final state of each direction, as ``h_n`` of
+    the packed RNN (forward at the last real step, backward after reading back to step 0).
+    Rows must have length >= 1."""
+    out = padded_rnn(rnn, x, lengths)
+    hidden = rnn.hidden_size
+    last = (lengths.to(out.device) - 1).clamp(min=0)
+    forward_final = out[torch.arange(out.shape[0], device=out.device), last, :hidden]
+    if not rnn.bidirectional:
+        return forward_final
+    return torch.cat([forward_final, out[:, 0, hidden:]], dim=-1)
