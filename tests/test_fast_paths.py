@@ -151,3 +151,34 @@ def test_tagging_with_whole_call_token_vectors_equals_one_sequence_at_a_time(tin
     alone = [labeler.predict([s], batch_size=1)[0] for s in sequences]
     assert [p.labels for p in together] == [p.labels for p in alone]
     assert np.allclose([x for p in together for x in p.scores], [x for p in alone for x in p.scores], atol=1e-5)
+
+
+def test_numpy_crf_survives_extreme_scores() -> None:
+    """Emission gaps of thousands underflow the scaled recursion; the log-space one takes over."""
+    crf = _random_crf(3, seed=9)
+    emissions = np.array([[[0.0, -3000.0, -3000.0], [-3000.0, 0.0, -6000.0], [0.0, 0.0, -3000.0]]])
+    with torch.no_grad():
+        crf.transitions.fill_(0.0)
+        crf.transitions[0, 1] = -4000.0
+        reference = crf.marginals(torch.from_numpy(emissions), torch.ones(1, 3, dtype=torch.bool))
+        expected, _ = crf.decode(torch.from_numpy(emissions), torch.ones(1, 3, dtype=torch.bool))
+    params = [p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
+    paths, scores = viterbi_with_confidence(emissions, np.array([3]), *params)
+    assert np.array_equal(paths, expected.numpy())
+    assert np.isfinite(scores).all()
+    assert np.allclose(scores, reference.gather(-1, expected.unsqueeze(-1)).squeeze(-1).numpy(), atol=1e-6)
+
+
+def test_log_space_fallback_equals_torch_crf() -> None:
+    from textorch.models.crf_numpy import _log_space_confidence
+
+    crf = _random_crf(7, seed=11)
+    emissions = torch.randn(5, 9, 7, dtype=torch.float64) * 4
+    lengths = torch.tensor([9, 3, 1, 7, 9])
+    mask = torch.arange(9)[None, :] < lengths[:, None]
+    with torch.no_grad():
+        paths, _ = crf.decode(emissions, mask)
+        expected = crf.marginals(emissions, mask).gather(-1, paths.unsqueeze(-1)).squeeze(-1)
+    params = [p.detach().numpy().astype(np.float64) for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
+    got = _log_space_confidence(emissions.numpy(), mask.numpy(), True, paths.numpy(), *params)
+    assert np.allclose(got, expected.numpy(), atol=1e-6)
