@@ -182,3 +182,36 @@ def test_log_space_fallback_equals_torch_crf() -> None:
     params = [p.detach().numpy().astype(np.float64) for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
     got = _log_space_confidence(emissions.numpy(), mask.numpy(), True, paths.numpy(), *params)
     assert np.allclose(got, expected.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.3])
+def test_fast_dropout_keeps_the_expectation_and_is_identity_in_eval(p: float) -> None:
+    from textorch.models.tagger import FastDropout
+
+    torch.manual_seed(0)
+    dropout = FastDropout(p)
+    x = torch.ones(200, 300, requires_grad=True)
+    y = dropout.train()(x)
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - (1 - p)) < 0.01
+    assert torch.allclose(y[y != 0], torch.full_like(y[y != 0], 1 / (1 - p)))
+    assert abs(y.mean().item() - 1.0) < 0.02
+    y.sum().backward()
+    assert torch.equal(x.grad, (y != 0).float() / (1 - p))
+    assert dropout.eval()(x) is x
+
+
+def test_new_models_have_the_dense_layer_and_old_configs_do_not(tiny_conll: Path, tmp_path: Path) -> None:
+    import json
+
+    labeler = SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, dense_hidden=6,
+                                    output=tmp_path / "model")
+    assert isinstance(labeler.model.head.emissions, nn.Sequential)
+    assert labeler.model.head.emissions[0].out_features == 6
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["model"]["dense_hidden"] == 6
+    reloaded = SequenceLabeler.load(tmp_path / "model")
+    sequences = _sequences()
+    assert [p.labels for p in reloaded.predict(sequences)] == [p.labels for p in labeler.predict(sequences)]
+    plain = SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, dense_hidden=0)
+    assert isinstance(plain.model.head.emissions, nn.Linear)

@@ -22,6 +22,9 @@ class ModelConfig:
     """Character BiLSTM units per direction (the char CNN uses twice this many filters)."""
     word_hidden: int = 100
     """Word-level BiLSTM/BiGRU units per direction."""
+    dense_hidden: int = 100
+    """Units of the tanh layer between the recurrent encoder and the output layer, as DeLFT's
+    BiLSTM family has (0: none). Models saved before this option existed have none."""
     feature_dim: int = 4
     """Embedding size of each categorical feature column."""
     feature_output_dim: int = 32
@@ -45,6 +48,8 @@ class ModelConfig:
             raise ConfigError(f"transformer_dropout must be in [0, 1), got {self.transformer_dropout}")
         if self.transformer_window < 0 or self.transformer_stride < 0:
             raise ConfigError("--transformer-window and --transformer-stride must be >= 0 (0: automatic)")
+        if self.dense_hidden < 0:
+            raise ConfigError(f"dense_hidden must be >= 0 (0: no dense layer), got {self.dense_hidden}")
         for name in ("char_dim", "char_hidden", "word_hidden", "feature_dim", "feature_output_dim", "max_char_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

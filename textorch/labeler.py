@@ -306,7 +306,8 @@ class SequenceLabeler(LabelerAPI):
         config, vocab, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
-        model_config = from_dict(ModelConfig, config["model"])
+        # Models saved before the dense layer existed have none (their config lacks the key).
+        model_config = from_dict(ModelConfig, {"dense_hidden": 0, **config["model"]})
         check_builder(config.get("builder", "rnn_tagger.v1"))
         data_section = dict(config["data"])
         input_format = data_section.pop("input_format", "conll")
@@ -372,6 +373,7 @@ def _build_network(
         char_dim=model_config.char_dim,
         char_hidden=model_config.char_hidden,
         word_hidden=model_config.word_hidden,
+        dense_hidden=model_config.dense_hidden,
         feature_dim=model_config.feature_dim,
         feature_output_dim=model_config.feature_output_dim,
         dropout=model_config.dropout,

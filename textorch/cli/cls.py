@@ -11,14 +11,20 @@ from pathlib import Path
 from textorch import cls_workflows as workflows
 from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
 from textorch.cli.export import add_engine_options, apply_engine_options
-from textorch.cli.run_options import add_fold_parallel_option, add_tensorboard_option, fold_parallel_option
+from textorch.cli.run_options import (
+    add_fold_parallel_option,
+    add_tensorboard_option,
+    add_train_commands,
+    fold_parallel_option,
+    print_architectures,
+)
 from textorch.config import TrainConfig
 from textorch.data.cls_readers import CLS_FORMATS, INPUT_FORMATS
 from textorch.eval.cls_metrics import format_cls_report
 from textorch.models.classifiers import CLS_ARCHITECTURES
 from textorch.train.dist import session
 from textorch.train.launch import add_distributed_options
-from textorch.train.resume import add_checkpoint_options, checkpoint_options
+from textorch.train.resume import checkpoint_options
 
 _TRAIN = {f.name: f.default for f in fields(TrainConfig)}
 _MODEL = {f.name: f.default for f in fields(ClsModelConfig)}
@@ -169,33 +175,15 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def _architectures(args: argparse.Namespace) -> int:
-    width = max(len(name) for name in CLS_ARCHITECTURES)
-    for name, arch in CLS_ARCHITECTURES.items():
-        print(f"{name:<{width}}  {arch.description}")
-    return 0
+    return print_architectures(CLS_ARCHITECTURES)
 
 
 def register(groups: argparse._SubParsersAction) -> None:
     cls = groups.add_parser("cls", help="text classification: train, evaluate, classify")
     commands = cls.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = commands.add_parser("train", help="train a classifier (or an n-fold ensemble) and save it")
-    p.add_argument("--train", required=True, help="labelled training file")
-    p.add_argument("--valid", help="validation file for early stopping (default: 10%% of --train, stratified)")
-    p.add_argument("--output", required=True, help="model directory to write")
-    _add_training(p)
-    add_checkpoint_options(p)
-    p.set_defaults(run=lambda a: _train(a, evaluate=False))
-
-    p = commands.add_parser("train-eval", help="train, then evaluate on --test (default: 10%% of --train held out)")
-    p.add_argument("--train", required=True, help="labelled training file")
-    p.add_argument("--valid", help="validation file for early stopping")
-    p.add_argument("--test", help="test file (default: 10%% of --train, stratified, held out by seed)")
-    p.add_argument("--output", help="model directory to write (optional)")
-    p.add_argument("--metrics-json", help="write the test scores as JSON here")
-    _add_training(p)
-    add_checkpoint_options(p)
-    p.set_defaults(run=lambda a: _train(a, evaluate=True))
+    add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), _add_training,
+                       "a classifier (or an n-fold ensemble)", "labelled training file", "stratified, held out by seed")
 
     p = commands.add_parser("eval", help="evaluate a saved classifier on a labelled file")
     p.add_argument("--model", required=True, help="model directory")

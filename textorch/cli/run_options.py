@@ -7,6 +7,7 @@ Shared by ``seq train``/``seq train-eval`` and the ``grobid`` and ``ner`` applic
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from textorch.train.fold_spread import FOLD_PARALLEL_MODES, check_fold_parallel
 
@@ -54,3 +55,45 @@ def incremental_input(args: argparse.Namespace) -> str | None:
     if args.input_model and not args.incremental:
         raise ConfigError("--input-model is read with --incremental only; add --incremental to continue training it")
     return args.input_model
+
+
+def add_train_commands(
+    commands: argparse._SubParsersAction,
+    train: Callable[[argparse.Namespace, bool], int],
+    add_options: Callable[[argparse.ArgumentParser], None],
+    what: str,
+    data: str,
+    split: str,
+) -> None:
+    """``train`` and ``train-eval``, spelled the same way for taggers and classifiers.
+
+    ``what``: the model ("a tagger"), ``data``: the training file ("labelled training file
+    (CoNLL or GROBID)"), ``split``: how held-out parts are drawn ("held out by seed").
+    """
+    from textorch.train.resume import add_checkpoint_options
+
+    p = commands.add_parser("train", help=f"train {what} and save it")
+    p.add_argument("--train", required=True, help=data)
+    p.add_argument("--valid", help=f"validation file for early stopping (default: 10%% of --train, {split})")
+    p.add_argument("--output", required=True, help="model directory to write")
+    add_options(p)
+    add_checkpoint_options(p)
+    p.set_defaults(run=lambda a: train(a, False))
+
+    p = commands.add_parser("train-eval", help="train, then evaluate on --test (default: 10%% of --train held out)")
+    p.add_argument("--train", required=True, help=data)
+    p.add_argument("--valid", help="validation file for early stopping")
+    p.add_argument("--test", help=f"test file (default: 10%% of --train, {split})")
+    p.add_argument("--output", help="model directory to write (optional)")
+    p.add_argument("--metrics-json", help="write the test scores as JSON here")
+    add_options(p)
+    add_checkpoint_options(p)
+    p.set_defaults(run=lambda a: train(a, True))
+
+
+def print_architectures(registry: dict) -> int:
+    """One line per architecture name: the name, then its description."""
+    width = max(len(name) for name in registry)
+    for name, arch in registry.items():
+        print(f"{name:<{width}}  {arch.description}")
+    return 0

@@ -15,9 +15,15 @@ from textorch.models.architectures import ARCHITECTURES
 from textorch.output import tagging_document
 from textorch.train.dist import session
 from textorch.train.launch import add_distributed_options
-from textorch.train.resume import add_checkpoint_options, checkpoint_options, refuse_checkpoint_options
+from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
 from textorch import seq_runs, workflows
-from textorch.cli.run_options import add_seq_run_options, fold_parallel_option, incremental_input
+from textorch.cli.run_options import (
+    add_seq_run_options,
+    add_train_commands,
+    fold_parallel_option,
+    incremental_input,
+    print_architectures,
+)
 from textorch.cli.export import add_engine_options, apply_engine_options
 
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
@@ -180,33 +186,15 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _architectures(args: argparse.Namespace) -> int:
-    width = max(len(name) for name in ARCHITECTURES)
-    for name, arch in ARCHITECTURES.items():
-        print(f"{name:<{width}}  {arch.description}")
-    return 0
+    return print_architectures(ARCHITECTURES)
 
 
 def register(groups: argparse._SubParsersAction) -> None:
     seq = groups.add_parser("seq", help="sequence labelling: train, evaluate, tag")
     commands = seq.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = commands.add_parser("train", help="train a tagger and save it")
-    p.add_argument("--train", required=True, help="labelled training file (CoNLL or GROBID)")
-    p.add_argument("--valid", help="validation file for early stopping (default: 10%% of --train)")
-    p.add_argument("--output", required=True, help="model directory to write")
-    _add_training_options(p)
-    add_checkpoint_options(p)
-    p.set_defaults(run=lambda a: _train(a, evaluate=False))
-
-    p = commands.add_parser("train-eval", help="train, then evaluate on --test (default: 10%% held out)")
-    p.add_argument("--train", required=True, help="labelled training file (CoNLL or GROBID)")
-    p.add_argument("--valid", help="validation file for early stopping")
-    p.add_argument("--test", help="test file (default: 10%% of --train, held out by seed)")
-    p.add_argument("--output", help="model directory to write (optional)")
-    p.add_argument("--metrics-json", help="write the test scores as JSON here")
-    _add_training_options(p)
-    add_checkpoint_options(p)
-    p.set_defaults(run=lambda a: _train(a, evaluate=True))
+    add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), _add_training_options,
+                       "a tagger", "labelled training file (CoNLL or GROBID)", "held out by seed")
 
     p = commands.add_parser("eval", help="evaluate a saved model on a labelled file")
     p.add_argument("--model", required=True, help="model directory")

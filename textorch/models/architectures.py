@@ -102,6 +102,7 @@ def build_rnn_tagger_v1(
     feature_dim: int = 4,
     feature_output_dim: int = 32,
     dropout: float = 0.5,
+    dense_hidden: int = 0,
 ) -> SequenceTagger:
     """Build from flat arguments; ``word_dim == 0`` means no pre-trained word vectors."""
     embedders: list[nn.Module] = []
@@ -123,7 +124,8 @@ def build_rnn_tagger_v1(
     input_dim = sum(e.output_dim for e in embedders)
     encoder = RecurrentEncoder(input_dim, word_hidden, cell=architecture.cell)
     head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
-    return SequenceTagger(nn.ModuleList(embedders), encoder, head_class(encoder.output_dim, n_labels), dropout)
+    head = head_class(encoder.output_dim, n_labels, dense_hidden)
+    return SequenceTagger(nn.ModuleList(embedders), encoder, head, dropout)
 
 
 BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, TRANSFORMER_V1: build_transformer_tagger_v1}

@@ -8,12 +8,21 @@ from torch import nn
 from textorch.models.crf import CRF
 
 
-class CRFHead(nn.Module):
-    """Linear emissions followed by a linear-chain CRF (all ``ChainCRF`` names map here too)."""
+def emission_layer(input_dim: int, n_labels: int, dense_hidden: int = 0) -> nn.Module:
+    """Token vectors to label scores: one linear layer, or (``dense_hidden > 0``) a tanh layer
+    first, as in DeLFT's BiLSTM family. The one-layer form keeps the parameter names of models
+    saved before the dense layer existed."""
+    if dense_hidden <= 0:
+        return nn.Linear(input_dim, n_labels)
+    return nn.Sequential(nn.Linear(input_dim, dense_hidden), nn.Tanh(), nn.Linear(dense_hidden, n_labels))
 
-    def __init__(self, input_dim: int, n_labels: int) -> None:
+
+class CRFHead(nn.Module):
+    """Emissions followed by a linear-chain CRF (all ``ChainCRF`` names map here too)."""
+
+    def __init__(self, input_dim: int, n_labels: int, dense_hidden: int = 0) -> None:
         super().__init__()
-        self.emissions = nn.Linear(input_dim, n_labels)
+        self.emissions = emission_layer(input_dim, n_labels, dense_hidden)
         self.crf = CRF(n_labels)
 
     def loss(self, h: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -28,9 +37,9 @@ class CRFHead(nn.Module):
 class SoftmaxHead(nn.Module):
     """Independent per-token classification (the architectures without CRF)."""
 
-    def __init__(self, input_dim: int, n_labels: int) -> None:
+    def __init__(self, input_dim: int, n_labels: int, dense_hidden: int = 0) -> None:
         super().__init__()
-        self.emissions = nn.Linear(input_dim, n_labels)
+        self.emissions = emission_layer(input_dim, n_labels, dense_hidden)
 
     def loss(self, h: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         logits = self.emissions(h).float()
