@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -140,6 +141,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
     if models["textorch"].exists():
         # textorch's other engine, same model and data (the export is made before timing).
         print(f"tag   textorch {job['key']} (ONNX engine) ...", end=" ", flush=True)
+        shutil.rmtree(r.work / "onnx" / job["key"], ignore_errors=True)  # an earlier run's export is stale
         payload, _ = r.runner("textorch", f"tag-onnx-{job['key']}", [
             "tag", "--model", str(models["textorch"]), "--input", inputs["textorch"], "--format", f.format,
             "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]),

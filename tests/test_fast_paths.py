@@ -215,3 +215,20 @@ def test_new_models_have_the_dense_layer_and_old_configs_do_not(tiny_conll: Path
     assert [p.labels for p in reloaded.predict(sequences)] == [p.labels for p in labeler.predict(sequences)]
     plain = SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, dense_hidden=0)
     assert isinstance(plain.model.head.emissions, nn.Linear)
+
+
+def test_v1_directories_load_without_the_dense_layer_and_v2_is_written(tiny_conll: Path, tmp_path: Path) -> None:
+    import json
+
+    from textorch.model_dir import load_model_dir
+
+    fixture = Path(__file__).parent / "fixtures" / "model-v1-bilstm-crf"
+    old = SequenceLabeler.load(fixture)
+    assert isinstance(old.model.head.emissions, nn.Linear) and old.model_config.dense_hidden == 0
+    SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, output=tmp_path / "m")
+    config, _, _ = load_model_dir(tmp_path / "m")
+    assert config["builder"] == "rnn_tagger.v2" and config["model"]["dense_hidden"] == 100
+    config["builder"] = "rnn_tagger.v9"
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(Exception, match="rnn_tagger.v9"):
+        SequenceLabeler.load(tmp_path / "m")

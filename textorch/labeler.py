@@ -306,9 +306,12 @@ class SequenceLabeler(LabelerAPI):
         config, vocab, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
-        # Models saved before the dense layer existed have none (their config lacks the key).
-        model_config = from_dict(ModelConfig, {"dense_hidden": 0, **config["model"]})
-        check_builder(config.get("builder", "rnn_tagger.v1"))
+        builder = config.get("builder", "rnn_tagger.v1")
+        check_builder(builder)
+        model_section = dict(config["model"])
+        if builder == "rnn_tagger.v1":
+            model_section["dense_hidden"] = 0  # v1 networks had no dense layer
+        model_config = from_dict(ModelConfig, model_section)
         data_section = dict(config["data"])
         input_format = data_section.pop("input_format", "conll")
         n_features = int(data_section.pop("n_features", 0))

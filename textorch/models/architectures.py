@@ -36,7 +36,7 @@ class Architecture:
     features: bool = False
     cell: str = "lstm"  # word-level encoder cell
     head: str = "crf"  # "crf" | "softmax"
-    builder: str = "rnn_tagger.v1"
+    builder: str = "rnn_tagger.v2"
 
     @property
     def uses_transformer(self) -> bool:
@@ -128,5 +128,8 @@ def build_rnn_tagger_v1(
     return SequenceTagger(nn.ModuleList(embedders), encoder, head, dropout)
 
 
-BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, TRANSFORMER_V1: build_transformer_tagger_v1}
+# v2 = v1 plus the optional dense layer (``dense_hidden``); a v1 directory has none, and an
+# older release refuses a v2 directory by name instead of failing on its weights.
+BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, "rnn_tagger.v2": build_rnn_tagger_v1,
+            TRANSFORMER_V1: build_transformer_tagger_v1}
 """Versioned builders; saved models name theirs, so a later ``.v2`` never breaks an old model."""
