@@ -434,3 +434,18 @@ def test_real_vectors(tmp_path: Path) -> None:
     reopen = time.perf_counter() - started
     np.testing.assert_array_equal(again[0], vectors[0])
     print(f"second open + lookup: {reopen * 1000:.1f} ms")
+
+
+def test_one_cache_open_twice_in_a_process(tmp_path: Path) -> None:
+    """Two trainings on the same vectors in one program (n-fold, the API in a loop) share the
+    cache: py-lmdb alone refuses a second open of one path."""
+    vectors = _vectors(WORDS)
+    path = write_glove(tmp_path / "v.txt", vectors)
+    first = open_embeddings(str(path))
+    second = open_embeddings(str(path))
+    _check_all(second, vectors)
+    first.close()
+    _check_all(second, vectors)  # still open: the other user closed its share only
+    second.close()
+    with open_embeddings(str(path)) as third:
+        _check_all(third, vectors)

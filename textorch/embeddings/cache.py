@@ -225,6 +225,33 @@ def _report(source: Path, fmt: FileFormat, stats: _BuildStats) -> None:
         logger.warning("%s: header announces %s vectors, file has %d", source, fmt.count, seen)
 
 
+# py-lmdb refuses to open one path twice in a process, and a program may train several models
+# on the same vectors (n-fold runs, the Python API in a loop): stores of one path share one
+# environment, closed when the last of them closes.
+_SHARED_ENVS: dict[tuple[str, int], list] = {}
+
+
+def _acquire_env(path: Path) -> "lmdb.Environment":
+    key = (str(path.resolve()), os.getpid())
+    entry = _SHARED_ENVS.get(key)
+    if entry is None:
+        env = lmdb.open(str(path), readonly=True, lock=False, readahead=False, max_dbs=2)
+        entry = _SHARED_ENVS[key] = [env, 0]
+    entry[1] += 1
+    return entry[0]
+
+
+def _release_env(path: Path, pid: int) -> None:
+    key = (str(path.resolve()), pid)
+    entry = _SHARED_ENVS.get(key)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] <= 0:
+        del _SHARED_ENVS[key]
+        entry[0].close()
+
+
 class VectorStore:
     """Read-only view of a built cache; every lookup batch is one read transaction.
 
@@ -240,9 +267,7 @@ class VectorStore:
 
     def _open(self) -> None:
         try:
-            self._env = lmdb.open(
-                str(self.path), readonly=True, lock=False, readahead=False, max_dbs=2
-            )
+            self._env = _acquire_env(self.path)
             self._db = self._env.open_db(_VECTORS_DB, create=False)
             self._max_key = self._env.max_key_size()
         except lmdb.Error as exc:
@@ -269,7 +294,9 @@ class VectorStore:
     def get_first(self, candidates: list[tuple[bytes, ...]]) -> list[bytes | None]:
         """For each tuple of keys, the value of the first key present; all in one transaction."""
         if os.getpid() != self._pid:
-            self._env.close()  # the child's copy; py-lmdb refuses a second open of one path
+            # A forked child (DataLoader worker) must not use its parent's handle; it opens its own.
+            _SHARED_ENVS.pop((str(self.path.resolve()), self._pid), None)
+            self._env.close()
             self._open()
         results: list[bytes | None] = []
         with self._env.begin(db=self._db) as txn:
@@ -284,4 +311,4 @@ class VectorStore:
         return results
 
     def close(self) -> None:
-        self._env.close()
+        _release_env(self.path, self._pid)
