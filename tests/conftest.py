@@ -18,6 +18,18 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("T
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread():
+    """One torch thread in the test process, module-scoped fixtures included (see
+    OMP_NUM_THREADS above: the 2-core machine is shared, two threads fight for a core)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def shared_dir(kind: str) -> Path:
     """``../shared/<kind>`` beside the checkout, or the directory named by an env variable."""
     env = {"data": "TEXTORCH_SHARED_DATA", "embeddings": "TEXTORCH_SHARED_EMBEDDINGS"}[kind]

@@ -5,10 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-import torch
 
 from textorch import SequenceLabeler
 from textorch.data.readers import read_labelled
@@ -22,14 +20,6 @@ FAST = dict(max_epoch=8, batch_size=8, learning_rate=0.01, seed=1, early_stop=Fa
 DATE_TOKENS = [["June", "june", "LINESTART", "INITCAP", "NOPUNCT"], ["12", "12", "LINEIN", "NOCAPS", "NOPUNCT"],
                [",", ",", "LINEIN", "ALLCAP", "COMMA"], ["2005", "2005", "LINEEND", "NOCAPS", "NOPUNCT"]]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """The 2-core machine is shared: one torch thread is faster here than two fighting for a core."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

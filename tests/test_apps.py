@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import require_shared
 from textorch import apps
@@ -18,14 +17,6 @@ from textorch.train.history import read_history
 
 TRAINED_FILES = ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The 2-core machine is shared: one thread per test process is faster than two fighting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_grobid_defaults_are_delfts() -> None:

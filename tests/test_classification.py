@@ -47,14 +47,6 @@ def _train(corpus: ClsCorpus, architecture: str = "gru", epochs: int = 3, folds:
     return classifier, reports
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The 2-core machine is shared: one thread per test process is faster than two fighting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.mark.parametrize("architecture", [a for a in CLS_ARCHITECTURES if a != "bert"])
 def test_every_architecture_trains_saves_and_reloads_identically(architecture: str, tmp_path: Path) -> None:

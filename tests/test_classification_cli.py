@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from test_classification import write_tiny_csv
 from textorch.cli.main import main
@@ -17,13 +16,6 @@ from textorch.models.classifiers import CLS_ARCHITECTURES
 FAST = ["--max-epoch", "2", "--batch-size", "8", "--learning-rate", "0.01", "--seed", "3",
         "--hidden", "8", "--dense-size", "8", "--word-dim", "8", "--architecture", "gru_simple"]
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import write_tiny_grobid
 from textorch.cli.main import main
@@ -22,14 +21,6 @@ from textorch.train.history import read_history
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dropout=0.1)
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The 2-core machine is shared: one thread per test process is faster than two fighting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def write_weekday_dates(path: Path, n: int = 32) -> Path:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("onnxruntime")
 
@@ -47,13 +46,6 @@ def _assert_onnx_equals_torch(classifier: TextClassifier, directory: Path, quant
     assert difference < 1e-4
     return difference
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("architecture", [a for a in CLS_ARCHITECTURES if a != "bert"])

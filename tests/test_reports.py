@@ -10,7 +10,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from conftest import write_tiny_grobid
 from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
@@ -29,14 +28,6 @@ SMALL = dict(char_dim=8, char_hidden=8, word_hidden=8, feature_dim=3, feature_ou
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRAINED_FILES = ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The 2-core machine is shared: one thread per test process is faster than two fighting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from typing import Iterator
 
 import httpx
 import pytest
-import torch
 
 from textorch import SequenceLabeler
 from textorch.cli.main import main
@@ -32,14 +31,6 @@ LIMIT = 16 * 1024
 DATE = [["June", "june", "LINESTART", "INITCAP", "NOPUNCT"], ["12", "12", "LINEIN", "NOCAPS", "NOPUNCT"],
         ["2005", "2005", "LINEEND", "NOCAPS", "NOPUNCT"]]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """The 2-core machine is shared: one torch thread is faster here than two fighting for a core."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
