@@ -38,16 +38,22 @@ class Batch:
 
     def to(self, device: torch.device | str) -> "Batch":
         """The same batch (of the same class: subclasses add tensors) on ``device``."""
-        moved = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, torch.Tensor) and f.name != "lengths":
-                value = value.to(device, non_blocking=True)
-            moved[f.name] = value
-        return type(self)(**moved)
+        return moved_to(self, device)
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+def moved_to(batch, device: torch.device | str):
+    """A copy of a batch dataclass with every tensor field on ``device`` (``lengths`` stays on
+    the CPU: packing reads it there)."""
+    moved = {}
+    for f in fields(batch):
+        value = getattr(batch, f.name)
+        if isinstance(value, torch.Tensor) and f.name != "lengths":
+            value = value.to(device, non_blocking=True)
+        moved[f.name] = value
+    return type(batch)(**moved)
 
 
 def collate(

@@ -8,11 +8,12 @@ same length-bucketed, shardable batching serves classification and sequence labe
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from textorch.data.batching import moved_to
 from textorch.data.tokenize import tokenize
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
@@ -30,13 +31,7 @@ class ClsBatch:
     indices: list[int]
 
     def to(self, device: torch.device | str) -> "ClsBatch":
-        moved = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, torch.Tensor) and f.name != "lengths":
-                value = value.to(device, non_blocking=True)
-            moved[f.name] = value
-        return ClsBatch(**moved)
+        return moved_to(self, device)
 
     def __len__(self) -> int:
         return len(self.indices)
