@@ -222,8 +222,9 @@ def test_v1_directories_load_without_the_dense_layer_and_v2_is_written(tiny_conl
 
     from textorch.model_dir import load_model_dir
 
-    fixture = Path(__file__).parent / "fixtures" / "model-v1-bilstm-crf"
-    old = SequenceLabeler.load(fixture)
+    from model_fixture import v1_model_dir
+
+    old = SequenceLabeler.load(v1_model_dir(tmp_path / "v1"))
     assert isinstance(old.model.head.emissions, nn.Linear) and old.model_config.dense_hidden == 0
     SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, output=tmp_path / "m")
     config, _, _ = load_model_dir(tmp_path / "m")

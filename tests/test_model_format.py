@@ -1,6 +1,7 @@
 """The model directory format: an old model keeps loading and tagging the same; damage is named.
 
-``tests/fixtures/model-v1-bilstm-crf`` was written by textorch 0.1.0 (see make_fixture.py).
+``tests/fixtures/model-v1-bilstm-crf`` was written by textorch 0.1.0 (see make_fixture.py); its
+weights are kept as text and rebuilt byte for byte into a model directory (model_fixture.py).
 Every later version must load it and predict exactly what that release predicted. The damage
 tests work on a copy of it and expect a ModelFormatError that names the damaged file (missing
 files are covered in test_model_dir.py, a flipped weight byte in test_labeler.py).
@@ -22,22 +23,30 @@ from textorch.errors import ModelFormatError, TextorchError
 from textorch.labeler import SequenceLabeler
 from textorch.model_dir import CONFIG_FILE, FORMAT_VERSION, VOCAB_FILE, WEIGHTS_FILE
 
+from model_fixture import SOURCE, TEXT_WEIGHTS, v1_model_dir
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-MODEL = FIXTURES / "model-v1-bilstm-crf"
 EXPECTED = json.loads((FIXTURES / "expected-tagging.json").read_text(encoding="utf-8"))
 TO_TAG = FIXTURES / EXPECTED["input"]
 
 
-def test_fixture_is_a_complete_format_1_directory() -> None:
-    assert sorted(p.name for p in MODEL.iterdir()) == [CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE]
-    config = json.loads((MODEL / CONFIG_FILE).read_text(encoding="utf-8"))
+@pytest.fixture(scope="module")
+def v1_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 0.1.0 directory, rebuilt (read-only for the tests: damage goes to ``model_copy``)."""
+    return v1_model_dir(tmp_path_factory.mktemp("v1") / "model-v1-bilstm-crf")
+
+
+def test_fixture_is_a_complete_format_1_directory(v1_model: Path) -> None:
+    assert sorted(p.name for p in SOURCE.iterdir()) == [CONFIG_FILE, VOCAB_FILE, TEXT_WEIGHTS]
+    assert sorted(p.name for p in v1_model.iterdir()) == [CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE]
+    config = json.loads((v1_model / CONFIG_FILE).read_text(encoding="utf-8"))
     assert config["format_version"] == 1 <= FORMAT_VERSION
-    assert config["weights_sha256"] == hashlib.sha256((MODEL / WEIGHTS_FILE).read_bytes()).hexdigest()
-    assert sum(p.stat().st_size for p in MODEL.iterdir()) < 20_000
+    assert config["weights_sha256"] == hashlib.sha256((v1_model / WEIGHTS_FILE).read_bytes()).hexdigest()
+    assert sum(p.stat().st_size for p in v1_model.iterdir()) < 20_000
 
 
-def test_fixture_loads_and_tags_as_the_release_that_made_it() -> None:
-    labeler = SequenceLabeler.load(MODEL)
+def test_fixture_loads_and_tags_as_the_release_that_made_it(v1_model: Path) -> None:
+    labeler = SequenceLabeler.load(v1_model)
     assert labeler.model_config.architecture == "BidLSTM_CRF_FEATURES"
     assert labeler.input_format == "grobid" and labeler.n_features == 5
     corpus = read_grobid(TO_TAG, labelled=False, n_features=labeler.n_features)
@@ -47,9 +56,9 @@ def test_fixture_loads_and_tags_as_the_release_that_made_it() -> None:
         assert got.scores == pytest.approx(expected, abs=1e-5)
 
 
-def test_fixture_tags_identically_through_the_cli(tmp_path: Path) -> None:
+def test_fixture_tags_identically_through_the_cli(v1_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "tagged.grobid"
-    code = main(["seq", "tag", "--model", str(MODEL), "--input", str(TO_TAG), "--input-format", "grobid",
+    code = main(["seq", "tag", "--model", str(v1_model), "--input", str(TO_TAG), "--input-format", "grobid",
                  "--output", str(out)])
     assert code == 0
     blocks = [block.splitlines() for block in out.read_text(encoding="utf-8").strip().split("\n\n")]
@@ -59,8 +68,8 @@ def test_fixture_tags_identically_through_the_cli(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def model_copy(tmp_path: Path) -> Path:
-    return Path(shutil.copytree(MODEL, tmp_path / "model"))
+def model_copy(v1_model: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(v1_model, tmp_path / "model"))
 
 
 def _load_error(directory: Path) -> str:
