@@ -12,6 +12,8 @@ from textorch import cls_workflows as workflows
 from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
 from textorch.cli.export import add_engine_options, apply_engine_options
 from textorch.cli.run_options import (
+    add_run_options,
+    true_or_false,
     add_fold_parallel_option,
     add_tensorboard_option,
     add_train_commands,
@@ -23,28 +25,10 @@ from textorch.data.cls_readers import CLS_FORMATS, INPUT_FORMATS
 from textorch.eval.cls_metrics import format_cls_report
 from textorch.models.classifiers import CLS_ARCHITECTURES
 from textorch.train.dist import session
-from textorch.train.launch import add_distributed_options
 from textorch.train.resume import checkpoint_options
 
 _TRAIN = {f.name: f.default for f in fields(TrainConfig)}
 _MODEL = {f.name: f.default for f in fields(ClsModelConfig)}
-
-
-def _bool(value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("true", "yes", "1"):
-        return True
-    if lowered in ("false", "no", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
-                        help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: torch's choice; with --devices N, cores / N)")
-    parser.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
-    add_distributed_options(parser)
 
 
 def _add_reading(parser: argparse.ArgumentParser, defaults_from_model: bool = False) -> None:
@@ -79,7 +63,7 @@ def _add_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transformer-learning-rate", type=float, default=t["transformer_learning_rate"],
                         help=f"bert: AdamW rate of the encoder (default: {t['transformer_learning_rate']})")
     parser.add_argument("--patience", type=int, default=t["patience"], help=f"early-stopping patience in epochs (default: {t['patience']})")
-    parser.add_argument("--early-stop", type=_bool, default=t["early_stop"], metavar="true|false", help="stop on validation macro-F1 (default: true)")
+    parser.add_argument("--early-stop", type=true_or_false, default=t["early_stop"], metavar="true|false", help="stop on validation macro-F1 (default: true)")
     parser.add_argument("--clip-grad", type=float, default=t["clip_grad"], help=f"gradient norm clipping (default: {t['clip_grad']})")
     parser.add_argument("--seed", type=int, default=t["seed"], help=f"random seed for splits, initialisation and batches (default: {t['seed']})")
     parser.add_argument("--grad-accum", type=int, default=t["grad_accum"], metavar="K",
@@ -87,7 +71,7 @@ def _add_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default=t["precision"], choices=["fp32", "bf16", "fp16"],
                         help="fp32, bf16 autocast (CPU or GPU) or fp16 autocast with gradient scaling (GPU) (default: fp32)")
     add_tensorboard_option(parser)
-    _add_common(parser)
+    add_run_options(parser)
 
 
 def _configs(args: argparse.Namespace) -> tuple[ClsModelConfig, TrainConfig, ClsDataConfig]:
@@ -191,7 +175,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
     _add_reading(p, defaults_from_model=True)
-    _add_common(p)
+    add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_eval)
 
@@ -201,7 +185,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="output JSON file (default: stdout)")
     p.add_argument("--input-format", default=None, choices=INPUT_FORMATS, help="default: from the file name (.txt: one text per line)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
-    _add_common(p)
+    add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_classify)
 

@@ -12,6 +12,29 @@ from collections.abc import Callable
 from textorch.train.fold_spread import FOLD_PARALLEL_MODES, check_fold_parallel
 
 
+def true_or_false(value: str) -> bool:
+    """An argparse type for options spelled ``--early-stop true|false``."""
+    lowered = value.lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Where a command runs: device, threads, embeddings cache, and the distributed options."""
+    from textorch.train.launch import add_distributed_options
+
+    parser.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
+                        help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads per process (default: torch's choice; with --devices N, cores / N)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
+    add_distributed_options(parser)
+
+
 def add_tensorboard_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tensorboard", default=None, metavar="DIR",
                         help="also log loss, validation score and learning rate per epoch as TensorBoard events "

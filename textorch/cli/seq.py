@@ -14,10 +14,11 @@ from textorch.data.writers import write_conll, write_grobid
 from textorch.models.architectures import ARCHITECTURES
 from textorch.output import tagging_document
 from textorch.train.dist import session
-from textorch.train.launch import add_distributed_options
 from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
 from textorch import seq_runs, workflows
 from textorch.cli.run_options import (
+    add_run_options,
+    true_or_false,
     add_seq_run_options,
     add_train_commands,
     fold_parallel_option,
@@ -27,23 +28,6 @@ from textorch.cli.run_options import (
 from textorch.cli.export import add_engine_options, apply_engine_options
 
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
-
-
-def _bool(value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("true", "yes", "1"):
-        return True
-    if lowered in ("false", "no", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
-                        help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: torch's choice; with --devices N, cores / N)")
-    parser.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
-    add_distributed_options(parser)
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +41,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"global batch size (default: {d['batch_size']})")
     parser.add_argument("--learning-rate", type=float, default=d["learning_rate"], help=f"Adam learning rate; for BERT* the rate of the layers above the transformer (default: {d['learning_rate']})")
     parser.add_argument("--patience", type=int, default=d["patience"], help=f"early-stopping patience in epochs (default: {d['patience']})")
-    parser.add_argument("--early-stop", type=_bool, default=d["early_stop"], metavar="true|false", help="stop on validation F1 (default: true)")
+    parser.add_argument("--early-stop", type=true_or_false, default=d["early_stop"], metavar="true|false", help="stop on validation F1 (default: true)")
     parser.add_argument("--max-sequence-length", type=int, default=d["max_sequence_length"], help="cut longer training sequences into pieces (default: 0, no limit)")
     parser.add_argument("--clip-grad", type=float, default=d["clip_grad"], help=f"gradient norm clipping (default: {d['clip_grad']})")
     parser.add_argument("--dropout", type=float, default=ModelConfig.dropout, help=f"dropout (default: {ModelConfig.dropout})")
@@ -70,7 +54,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
                         help="train without the sequences that have data errors instead of refusing the data (see 'textorch seq validate')")
     _add_transformer_options(parser)
     add_seq_run_options(parser)
-    _add_common(parser)
+    add_run_options(parser)
 
 
 def _add_transformer_options(parser: argparse.ArgumentParser) -> None:
@@ -201,7 +185,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="sequences per batch, per device (default: 64)")
-    _add_common(p)
+    add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_eval)
 
@@ -212,7 +196,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--input-format", default="text", choices=list(workflows.INPUT_FORMATS), help="text (one text per line; JSON output), conll or grobid (same layout back with the predicted label)")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per batch, per device (default: 32)")
     p.add_argument("--stats-json", help="write n_sequences, n_tokens, load_s, tag_s, tokens_per_s here")
-    _add_common(p)
+    add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_tag)
 
