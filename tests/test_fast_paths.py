@@ -233,3 +233,14 @@ def test_v1_directories_load_without_the_dense_layer_and_v2_is_written(tiny_conl
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
     with pytest.raises(Exception, match="rnn_tagger.v9"):
         SequenceLabeler.load(tmp_path / "m")
+
+
+def test_bad_dense_and_dropout_settings_are_refused() -> None:
+    from textorch.config import ModelConfig
+    from textorch.errors import ConfigError
+    from textorch.models.tagger import FastDropout
+
+    with pytest.raises(ConfigError, match="dense_hidden must be >= 0"):
+        ModelConfig(dense_hidden=-1)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
+        FastDropout(1.0)
