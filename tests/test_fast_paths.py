@@ -54,6 +54,28 @@ def test_numpy_crf_equals_torch_crf(batch: int, length: int, tags: int) -> None:
     assert (scores[~mask.numpy()] == 0).all() and (scores[mask.numpy()] > 0).all()
 
 
+@pytest.mark.parametrize("route_limit", [0, 10**9])
+def test_both_numpy_crf_routes_equal_torch_crf(route_limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The small-input route (step matrices built up front) and the general one, forced in turn
+    on the same ragged batch, long enough to cross several renormalisations."""
+    from textorch.models import crf_numpy
+
+    monkeypatch.setattr(crf_numpy, "_SMALL_INPUT_CELLS", route_limit)
+    crf = _random_crf(7, seed=21)
+    emissions = torch.randn(4, 23, 7, dtype=torch.float64) * 3
+    lengths = torch.tensor([23, 1, 9, 16])
+    mask = torch.arange(23)[None, :] < lengths[:, None]
+    with torch.no_grad():
+        expected_paths, _ = crf.decode(emissions, mask)
+        expected = crf.marginals(emissions, mask).gather(-1, expected_paths.unsqueeze(-1)).squeeze(-1)
+    params = [p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
+    paths, scores = crf_numpy.viterbi_with_confidence(emissions.numpy(), lengths.numpy(), *params)
+    assert np.array_equal(paths, expected_paths.numpy())
+    assert np.allclose(scores, expected.numpy(), atol=1e-6)
+    one_paths, one_scores = crf_numpy.viterbi_with_confidence(emissions[:1].numpy(), lengths[:1].numpy(), *params)
+    assert np.array_equal(one_paths, paths[:1]) and np.allclose(one_scores, scores[:1], atol=1e-6)
+
+
 def test_numpy_crf_ignores_padding_values() -> None:
     crf = _random_crf(6, seed=3)
     emissions = np.random.default_rng(0).normal(size=(3, 8, 6)).astype(np.float32)

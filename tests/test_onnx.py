@@ -63,7 +63,27 @@ def test_onnx_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path, architect
     attach_onnx(labeler, tmp_path, tmp_path / "onnx")
     got = labeler.predict(sequences, batch_size=7)
     _assert_same(expected, got)
+    _assert_same(expected[:6], [labeler.predict([s], batch_size=1)[0] for s in sequences[:6]])  # one-call stream
     assert labeler.evaluate(tiny_grobid)["f1"] == pytest.approx(_f1_torch(labeler, tiny_grobid))
+
+
+@pytest.mark.parametrize("architecture,operator", [("BidLSTM_CRF", "LSTM"), ("BidGRU_CRF", "GRU")])
+def test_each_bidirectional_rnn_is_one_native_node(tmp_path: Path, tiny_grobid: Path, architecture: str,
+                                                   operator: str) -> None:
+    """Each bidirectional RNN is one ONNX node reading the lengths (``sequence_lens``), not two
+    directions with gathers around them: that graph spent a one-sentence call on shape nodes."""
+    import onnx
+
+    labeler = _trained(tmp_path, tiny_grobid, architecture)
+    graph = onnx.load(str(export_labeler(labeler, tmp_path / "onnx") / "model.onnx")).graph
+    rnns = [node for node in graph.node if node.op_type in ("LSTM", "GRU")]
+    expected = [operator, "LSTM"] if architecture.startswith("BidGRU") else ["LSTM", "LSTM"]  # word RNN, char BiLSTM
+    assert sorted(node.op_type for node in rnns) == sorted(expected)
+    for node in rnns:
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert attributes["direction"] == b"bidirectional"
+        assert len(node.input) >= 5 and node.input[4]  # sequence_lens is given
+    assert not [node for node in graph.node if node.op_type == "GatherElements"]
 
 
 def _f1_torch(labeler: SequenceLabeler, data: Path) -> float:

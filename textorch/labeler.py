@@ -60,8 +60,8 @@ class EncodedData:
     def lengths(self) -> list[int]:
         return [len(e) for e in self.encoded]
 
-    def batch(self, indices: list[int], token_vectors: torch.Tensor | None = None) -> Batch:
-        batch = collate(self.encoded, indices, self.word_table, token_vectors)
+    def batch(self, indices: list[int], token_vectors: torch.Tensor | None = None, char_rows: bool = True) -> Batch:
+        batch = collate(self.encoded, indices, self.word_table, token_vectors, char_rows)
         return self.windows.extend(batch) if self.windows is not None else batch
 
     def token_vectors(self, encoder: torch.nn.Module | None, device: torch.device | str) -> torch.Tensor | None:
@@ -79,6 +79,10 @@ class Prediction:
 
     labels: list[str]
     scores: list[float]
+
+
+WORD_TABLE_MAX_BYTES = 512 * 2**20
+"""Memory of gathered word vectors above which :meth:`SequenceLabeler.predict` starts a fresh table."""
 
 
 class SequenceLabeler(LabelerAPI):
@@ -212,11 +216,15 @@ class SequenceLabeler(LabelerAPI):
             local += [(i, Prediction([], [])) for i, n in enumerate(lengths) if n == 0]
         mine = my_batches(batches, ctx)
         token_vectors = data.token_vectors(self._char_encoder(), self.device) if self.runner is None and mine else None
+        on_cpu = self.device.type == "cpu"  # batches are built there: no copy to make
         for indices in mine:
-            batch = data.batch(indices, token_vectors).to(self.device)
+            # An ONNX runner reads char_ids itself: no distinct-token rows to prepare for it.
+            batch = data.batch(indices, token_vectors, char_rows=self.runner is None)
+            if not on_cpu:
+                batch = batch.to(self.device)
             paths, scores = (self.runner or self.model).decode(batch)
-            paths_np = paths.cpu().numpy()
-            scores_np = scores.float().cpu().numpy()
+            paths_np = paths.cpu().numpy() if isinstance(paths, torch.Tensor) else paths
+            scores_np = scores.float().cpu().numpy() if isinstance(scores, torch.Tensor) else scores
             for row, index in enumerate(indices):
                 n = lengths[index]
                 local.append((index, Prediction([label_items[k] for k in paths_np[row, :n]], scores_np[row, :n].tolist())))
@@ -240,6 +248,10 @@ class SequenceLabeler(LabelerAPI):
         ``batch_size`` is per process; with a multi-process ``ctx`` the work is shared and
         every process returns the complete, identical list.
         """
+        if self.word_table is not None:
+            # A server tagging for months meets new words for ever (numbers, names): bound the
+            # table. Safe here: this call encodes and decodes, nothing keeps older row ids.
+            self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
         return self._decode(self.encode(sequences), batch_size, ctx)  # type: ignore[return-value]
 
     def count_entities(

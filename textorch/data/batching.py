@@ -61,13 +61,17 @@ def collate(
     indices: list[int],
     word_table: WordTable | None = None,
     token_vectors: torch.Tensor | None = None,
+    char_rows: bool = True,
 ) -> Batch:
     """Pad a list of encoded sequences (all of length >= 1) into one :class:`Batch`.
 
     ``token_vectors``: character-encoder outputs indexed by type id, for every type of the
-    ``encode_many`` call that made ``encoded`` (tagging); the batch then points into them."""
+    ``encode_many`` call that made ``encoded`` (tagging); the batch then points into them.
+    ``char_rows=False`` leaves out the distinct-token rows (for runners that read ``char_ids``)."""
     items = [encoded[i] for i in indices]
     batch_size = len(items)
+    if batch_size == 1:
+        return _one_sequence(items[0], indices, word_table, token_vectors, char_rows)
     max_len = max(len(item) for item in items)
     max_chars = max(item.char_ids.shape[1] for item in items)
     lengths = np.fromiter((len(item) for item in items), dtype=np.int64, count=batch_size)
@@ -93,9 +97,11 @@ def collate(
         if word_ids is not None:
             word_ids[row, :n] = item.word_ids
     if token_vectors is not None:
-        char_rows, char_index = None, torch.from_numpy(_type_index(items, mask))
+        rows, char_index = None, torch.from_numpy(_type_index(items, mask))
+    elif char_rows:
+        rows, char_index = _distinct_tokens(items, char_ids, mask)
     else:
-        char_rows, char_index = _distinct_tokens(items, char_ids, mask)
+        rows, char_index = None, None
     word_vectors = None
     if word_ids is not None and word_table is not None:
         word_vectors = torch.from_numpy(word_table.matrix[word_ids])
@@ -108,8 +114,38 @@ def collate(
         label_ids=None if label_ids is None else torch.from_numpy(label_ids),
         lengths=torch.from_numpy(lengths),
         indices=list(indices),
-        char_rows=char_rows,
+        char_rows=rows,
         char_index=char_index,
+        char_vectors=token_vectors,
+    )
+
+
+def _one_sequence(
+    item: EncodedSequence, indices: list[int], word_table: WordTable | None, token_vectors: torch.Tensor | None,
+    char_rows: bool,
+) -> Batch:
+    """:func:`collate` of one sequence: nothing to pad, so the arrays are used as they are
+    (about half the cost of a one-sequence call's batch, which GROBID-style streams make)."""
+    length = len(item)
+    mask = np.ones((1, length), dtype=bool)
+    rows = char_index = None
+    if token_vectors is not None:
+        char_index = torch.from_numpy(item.type_ids[None])
+    elif char_rows:
+        rows, char_index = _distinct_tokens([item], item.char_ids, mask[0])
+        if char_index is not None:
+            char_index = char_index[None]
+
+    def tensor(array: np.ndarray | None) -> torch.Tensor | None:
+        return None if array is None else torch.from_numpy(array[None])
+
+    word_vectors = None
+    if item.word_ids is not None and word_table is not None:
+        word_vectors = torch.from_numpy(word_table.matrix[item.word_ids][None])
+    return Batch(
+        mask=torch.from_numpy(mask), char_ids=tensor(item.char_ids), casing_ids=tensor(item.casing_ids),
+        feature_ids=tensor(item.feature_ids), word_vectors=word_vectors, label_ids=tensor(item.label_ids),
+        lengths=torch.from_numpy(np.array([length])), indices=list(indices), char_rows=rows, char_index=char_index,
         char_vectors=token_vectors,
     )
 

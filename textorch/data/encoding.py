@@ -14,6 +14,9 @@ import numpy as np
 from textorch.data.corpus import TokenSequence
 from textorch.data.vocab import Vocabulary
 
+TOKEN_SHAPE_CACHE_SIZE = 200_000
+"""Token strings whose character ids and casing class an encoder keeps (tens of MB at most)."""
+
 CASING_CLASSES = ("<pad>", "numeric", "mostly_numeric", "lower", "upper", "initial_upper", "has_digit", "other")
 
 
@@ -66,6 +69,11 @@ class SequenceEncoder:
         self.features = features
         self.feature_columns = feature_columns
         self.max_char_length = max_char_length
+        # Character ids and casing class per token string, kept across calls: streams of small
+        # tagging calls see the same tokens again and again. Emptied when full, and whenever
+        # the character vocabulary grows (incremental training adds characters).
+        self._shapes: dict[str, tuple[list[int], int]] = {}
+        self._shapes_vocab_size = len(chars)
 
     @classmethod
     def fit(
@@ -105,13 +113,22 @@ class SequenceEncoder:
         tagging an endless stream never grows it.
         """
         types: dict[str, tuple[int, list[int], int]] = {}
+        if len(self.chars) != self._shapes_vocab_size:
+            self._shapes.clear()
+            self._shapes_vocab_size = len(self.chars)
         return [self._encode_one(sequence, with_labels, types) for sequence in sequences]
 
     def _token_type(self, token: str, types: dict) -> tuple[int, list[int], int]:
         known = types.get(token)
         if known is None:
-            char_id = self.chars.id
-            known = (len(types), [char_id(ch) for ch in token[: self.max_char_length]], casing_class(token))
+            shape = self._shapes.get(token)
+            if shape is None:
+                char_id = self.chars.id
+                shape = ([char_id(ch) for ch in token[: self.max_char_length]], casing_class(token))
+                if len(self._shapes) >= TOKEN_SHAPE_CACHE_SIZE:
+                    self._shapes.clear()
+                self._shapes[token] = shape
+            known = (len(types), *shape)
             types[token] = known
         return known
 

@@ -19,14 +19,19 @@ class VectorSource(Protocol):
 
 
 class WordTable:
-    """Row 0 is the all-zero padding vector; each distinct word gets one row, looked up once."""
+    """Row 0 is the all-zero padding vector; each distinct word gets one row, looked up once.
+
+    Rows live in one array that doubles when full, so a stream of calls that keeps meeting new
+    words costs amortised constant time per word (re-joining every block on each new word
+    made an endless stream quadratic). :meth:`reset_if_larger` bounds its memory.
+    """
 
     def __init__(self, source: VectorSource) -> None:
         self.source = source
         self.dim = source.dim
         self._rows: dict[str, int] = {}
-        self._blocks: list[np.ndarray] = [np.zeros((1, self.dim), dtype=np.float32)]
-        self._matrix: np.ndarray | None = None
+        self._store = np.zeros((1024, self.dim), dtype=np.float32)
+        self._size = 1
         self.found = 0
         self.missing = 0
 
@@ -36,22 +41,41 @@ class WordTable:
         new = [w for w in dict.fromkeys(words) if w not in rows]
         if new:
             vectors, found = self.source.lookup(new)
-            start = len(rows) + 1
+            start = self._size
+            self._reserve(start + len(new))
+            self._store[start : start + len(new)] = np.asarray(vectors, dtype=np.float32)
             for offset, word in enumerate(new):
                 rows[word] = start + offset
-            self._blocks.append(np.asarray(vectors, dtype=np.float32))
-            self._matrix = None
+            self._size += len(new)
             hits = int(np.count_nonzero(found))
             self.found += hits
             self.missing += len(new) - hits
         return np.fromiter((rows[w] for w in words), dtype=np.int64, count=len(words))
 
+    def _reserve(self, size: int) -> None:
+        if size > len(self._store):
+            grown = np.zeros((max(size, 2 * len(self._store)), self.dim), dtype=np.float32)
+            grown[: self._size] = self._store[: self._size]
+            self._store = grown
+
     @property
     def matrix(self) -> np.ndarray:
-        if self._matrix is None:
-            self._matrix = np.concatenate(self._blocks, axis=0)
-            self._blocks = [self._matrix]
-        return self._matrix
+        return self._store[: self._size]
+
+    def __len__(self) -> int:
+        """Rows in use, the padding row included."""
+        return self._size
+
+    def reset_if_larger(self, max_bytes: int) -> bool:
+        """Forget every word when the rows take more than ``max_bytes``; row ids handed out
+        before are then invalid, so call this only where no encoded data is kept (between two
+        independent tagging calls)."""
+        if self._size * self.dim * 4 <= max_bytes:
+            return False
+        self._rows = {}
+        self._store = np.zeros((1024, self.dim), dtype=np.float32)
+        self._size = 1
+        return True
 
     def coverage(self) -> float:
         """Share of distinct words that had a vector: a quick sanity check worth logging."""

@@ -10,6 +10,12 @@ keeps the PyTorch CRF (it needs gradients); both are checked against each other 
 The forward-backward pass runs in probability space with each step renormalised (a matrix
 product per step), in float64; when scores are so far apart that a step nears underflow, it is
 redone in log space, which is exact for any range.
+
+Small inputs (one sequence, a few short ones) take another route, :func:`_small_viterbi_with_confidence`:
+the per-step work is built for all steps at once (transition plus emission matrices, padded steps
+as identities), so each step of the three loops is one or two operations; one CoNLL sentence
+went from 194 to 97 us (1-D and 2-D arrays for a single sequence), 8 went from 579 to 474 us. For large batches those (B, L, T, T) arrays cost more than the
+operations they save, so the general route stays.
 """
 
 from __future__ import annotations
@@ -40,6 +46,14 @@ def viterbi_with_confidence(
     lengths = np.asarray(lengths)
     ragged = bool((lengths != length).any())
     valid = np.arange(length)[None, :] < lengths[:, None]  # (B, L)
+    if batch * length * num_tags * num_tags <= _SMALL_INPUT_CELLS:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            if batch == 1 and not ragged:
+                small = _one_viterbi_with_confidence(em[0], trans, start, end)
+            else:
+                small = _small_viterbi_with_confidence(em, valid, ragged, trans, start, end)
+        if small is not None:
+            return small
 
     # Viterbi with backpointers; at padded steps the pointer is the identity.
     identity = np.broadcast_to(np.arange(num_tags), (batch, num_tags))
@@ -67,6 +81,118 @@ def viterbi_with_confidence(
 
     with np.errstate(divide="ignore", invalid="ignore"):  # underflow falls back to log space
         return paths, _confidence(em, valid, ragged, paths, trans, start, end)
+
+
+_SMALL_INPUT_CELLS = 20_000
+"""Largest ``B * L * T * T`` for the small-input route (measured: faster up to about 8
+sentences of 20 tokens with 9 tags; a 32-sentence batch was 1.3x slower on it)."""
+
+_RENORMALISE_EVERY = 4
+"""Steps between renormalisations of the forward and backward vectors: their sums may grow
+by at most ``T`` per step (entries of the step matrices are <= 1), and four steps keep even
+large transition gaps far from float64's limits (underflow is checked)."""
+
+
+def _small_viterbi_with_confidence(
+    em: np.ndarray, valid: np.ndarray, ragged: bool, trans: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`viterbi_with_confidence` for small inputs; None when a forward or backward
+    vector came near underflow (the caller then takes the general route)."""
+    batch, length, num_tags = em.shape
+    identity = np.eye(num_tags, dtype=bool)
+    # Viterbi: at a padded step the max-plus identity keeps the score and points to itself.
+    steps = trans + em[:, 1:, None, :]  # (B, L-1, T_prev, T)
+    if ragged:
+        steps[~valid[:, 1:]] = np.where(identity, 0.0, -np.inf)
+    score = start + em[:, 0]
+    pointers = np.empty((max(length - 1, 0), batch, num_tags), dtype=np.int64)
+    for t in range(length - 1):
+        candidates = score[:, :, None] + steps[:, t]
+        pointers[t] = candidates.argmax(axis=1)
+        score = candidates.max(axis=1)
+    paths = _backtrack(pointers, (score + end).argmax(axis=1))
+
+    # Forward-backward with products of step matrices; padded steps are identities. Each
+    # position's marginals are normalised on their own, so the vectors' scales never matter.
+    shifted = np.exp(em - em.max(axis=2, keepdims=True))
+    products = np.exp(trans - trans.max()) * shifted[:, 1:, None, :]  # (B, L-1, T_prev, T)
+    if ragged:
+        products[~valid[:, 1:]] = identity
+    alphas = np.empty((length, batch, 1, num_tags))
+    alphas[0, :, 0] = np.exp(start - start.max()) * shifted[:, 0]
+    for t in range(1, length):
+        np.matmul(alphas[t - 1], products[:, t - 1], out=alphas[t])
+        if t % _RENORMALISE_EVERY == 0:
+            alphas[t] /= alphas[t].sum(axis=2, keepdims=True)
+    betas = np.empty((length, batch, num_tags, 1))
+    betas[-1, :, :, 0] = np.exp(end - end.max())
+    for t in range(length - 2, -1, -1):
+        np.matmul(products[:, t], betas[t + 1], out=betas[t])
+        if t % _RENORMALISE_EVERY == 0:
+            betas[t] /= betas[t].sum(axis=1, keepdims=True)
+    joint = alphas[:, :, 0, :] * betas[:, :, :, 0]  # (L, B, T)
+    totals = joint.sum(axis=2)
+    if not (np.isfinite(totals).all() and totals.min() > 1e-200):
+        return None
+    confidence = (np.take_along_axis(joint, paths.T[:, :, None], axis=2)[:, :, 0] / totals).T.astype(np.float32)
+    confidence[~valid] = 0.0
+    paths[~valid] = 0
+    return paths, confidence
+
+
+def _one_viterbi_with_confidence(
+    em: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_small_viterbi_with_confidence` for one sequence ``(L, T)`` on 1-D and 2-D arrays:
+    the batched forms cost about a third more per step, which one-sentence calls feel."""
+    length, num_tags = em.shape
+    steps = trans + em[1:, None, :]  # (L-1, T_prev, T)
+    score = start + em[0]
+    pointers = []
+    for t in range(length - 1):
+        candidates = score[:, None] + steps[t]
+        pointers.append(candidates.argmax(axis=0).tolist())
+        score = candidates.max(axis=0)
+    current = int((score + end).argmax())
+    path = [current]
+    for best in reversed(pointers):
+        current = best[current]
+        path.append(current)
+    path.reverse()
+    shifted = np.exp(em - em.max(axis=1, keepdims=True))
+    products = np.exp(trans - trans.max()) * shifted[1:, None, :]  # (L-1, T_prev, T)
+    alphas = np.empty((length, num_tags))
+    alphas[0] = alpha = np.exp(start - start.max()) * shifted[0]
+    for t in range(1, length):
+        alpha = alpha @ products[t - 1]
+        if t % _RENORMALISE_EVERY == 0:
+            alpha /= alpha.sum()
+        alphas[t] = alpha
+    betas = np.empty((length, num_tags))
+    betas[-1] = beta = np.exp(end - end.max())
+    for t in range(length - 2, -1, -1):
+        beta = products[t] @ beta
+        if t % _RENORMALISE_EVERY == 0:
+            beta /= beta.sum()
+        betas[t] = beta
+    joint = alphas * betas
+    totals = joint.sum(axis=1)
+    if not (np.isfinite(totals).all() and totals.min() > 1e-200):
+        return None
+    confidence = joint[np.arange(length), path] / totals
+    return np.array([path], dtype=np.int64), confidence[None].astype(np.float32)
+
+
+def _backtrack(pointers: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Best paths ``(B, L)`` from back-pointers ``(L-1, B, T)`` and each row's last tag."""
+    length, batch = pointers.shape[0] + 1, pointers.shape[1]
+    paths = np.empty((batch, length), dtype=np.int64)
+    paths[:, -1] = current = last
+    rows = np.arange(batch)
+    for t in range(length - 2, -1, -1):
+        current = pointers[t, rows, current]
+        paths[:, t] = current
+    return paths
 
 
 def _confidence(

@@ -91,6 +91,8 @@ def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torc
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
     if _records_gradients(rnn):
         return masked_padded_rnn(rnn, x, lengths)
+    if int(lengths.min()) == x.shape[1]:  # no padding (one sequence): packing would only cost
+        return rnn(x)[0]
     out, _ = _packed(rnn, x, lengths)
     return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
 

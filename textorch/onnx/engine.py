@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from textorch.errors import ConfigError, ModelFormatError
+from textorch.models.crf_numpy import viterbi_with_confidence
 from textorch.models.heads import CRFHead
 from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, source_checksum
 
@@ -37,25 +38,35 @@ class _Session:
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.model_file = model_file
 
-    def run(self, output: str, available: dict[str, torch.Tensor | None]) -> np.ndarray:
+    def run(self, output: str, available: dict[str, torch.Tensor | np.ndarray | None]) -> np.ndarray:
         feed = {}
         for name in self.input_names:
             value = available.get(name)
             if value is None:
                 raise ConfigError(f"the ONNX model needs {name} but the batch has none")
-            feed[name] = value.cpu().numpy()
+            feed[name] = value if isinstance(value, np.ndarray) else value.cpu().numpy()
         return self.session.run([output], feed)[0]
 
 
 class OnnxRunner(_Session):
-    """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime."""
+    """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime.
+
+    Emissions stay NumPy arrays from the session to the CRF (:mod:`textorch.models.crf_numpy`,
+    the code the PyTorch engine runs on the CPU) with the CRF parameters read once: on
+    one-sentence calls the tensor round trips cost as much as the CRF itself.
+    """
 
     def __init__(self, model_file: Path, head: torch.nn.Module, threads: int | None = None) -> None:
         super().__init__(model_file, threads)
         self.head = head
+        self.crf_params = None
+        if isinstance(head, CRFHead):
+            crf = head.crf
+            self.crf_params = tuple(p.detach().cpu().numpy().astype(np.float64)
+                                    for p in (crf.transitions, crf.start_transitions, crf.end_transitions))
 
     def emissions(self, batch) -> np.ndarray:
-        mask = batch.mask.long()
+        mask = batch.mask.cpu().numpy().astype(np.int64)
         return self.run("emissions", {
             "word_vectors": batch.word_vectors,
             "char_ids": batch.char_ids,
@@ -67,13 +78,14 @@ class OnnxRunner(_Session):
             "mask": mask,
         })
 
-    def decode(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        emissions = torch.from_numpy(self.emissions(batch)).float()
-        mask = batch.mask.cpu()
-        if isinstance(self.head, CRFHead):
-            return self.head.crf.best_paths_with_confidence(emissions, mask)
-        scores, paths = emissions.softmax(dim=-1).max(dim=-1)
-        return paths * mask, scores * mask
+    def decode(self, batch) -> tuple[np.ndarray, np.ndarray]:
+        emissions = self.emissions(batch)
+        mask = batch.mask.cpu().numpy()
+        if self.crf_params is not None:
+            return viterbi_with_confidence(emissions, mask.sum(axis=1), *self.crf_params)
+        shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
+        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
+        return probabilities.argmax(axis=-1) * mask, probabilities.max(axis=-1) * mask
 
 
 class OnnxClassifierRunner(_Session):

@@ -5,8 +5,12 @@ not translate. These modules compute the same thing on right-padded tensors inst
 bidirectional RNN is split into its two directions, and the backward direction reads every
 sequence reversed *within its own length* (a gather), so it never sees padding. They hold the
 trained modules' own weights (shared or copied), never new ones.
-"""
 
+In the exported graph a bidirectional RNN is one native ONNX ``LSTM``/``GRU`` node with
+``sequence_lens`` (it reverses each sequence within its length itself), not the traced
+two-direction version: the traced one spent most of a one-sequence call in about a hundred
+shape and gather nodes (ONNX Runtime: 266 us against 174 us per CoNLL sentence, same outputs).
+"""
 from __future__ import annotations
 
 import torch
@@ -37,19 +41,98 @@ def _split_directions(rnn: nn.RNNBase) -> tuple[nn.RNNBase, nn.RNNBase]:
     return directions[0], directions[1]
 
 
+# Gate order of each ONNX operator's weights, as indices of PyTorch's gate blocks:
+# PyTorch LSTM (i, f, g, o) -> ONNX (i, o, f, c); PyTorch GRU (r, z, n) -> ONNX (z, r, h).
+_ONNX_GATES = {"LSTM": (0, 3, 1, 2), "GRU": (1, 0, 2)}
+
+
+def _onnx_kind(rnn: nn.RNNBase) -> str:
+    if isinstance(rnn, nn.LSTM):
+        return "LSTM"
+    if isinstance(rnn, nn.GRU):
+        return "GRU"
+    raise ConfigError(f"ONNX export supports LSTM and GRU layers, not {type(rnn).__name__}")
+
+
+def _onnx_weights(rnn: nn.RNNBase) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """W (2, G*H, I), R (2, G*H, H) and B (2, 2*G*H) of a one-layer bidirectional ``rnn``, in the
+    gate order of the ONNX operator (biases: input then recurrent, as the operator wants)."""
+    order = _ONNX_GATES[_onnx_kind(rnn)]
+    size = rnn.hidden_size
+
+    def reordered(name: str) -> torch.Tensor:
+        value = getattr(rnn, name).detach()
+        return torch.cat([value[g * size:(g + 1) * size] for g in order], dim=0)
+
+    weights, recurrent, biases = [], [], []
+    for suffix in ("", "_reverse"):
+        weights.append(reordered("weight_ih_l0" + suffix))
+        recurrent.append(reordered("weight_hh_l0" + suffix))
+        if rnn.bias:
+            biases.append(torch.cat([reordered("bias_ih_l0" + suffix), reordered("bias_hh_l0" + suffix)]))
+        else:
+            biases.append(weights[-1].new_zeros(2 * len(order) * size))
+    return torch.stack(weights), torch.stack(recurrent), torch.stack(biases)
+
+
+class _NativeBiRNN(torch.autograd.Function):
+    """Exported as one ONNX ``LSTM``/``GRU`` node; only ever applied while exporting."""
+
+    @staticmethod
+    def forward(ctx, x, lengths, weights, recurrent, biases, kind: str, hidden: int, final: bool):  # noqa: ARG004
+        # The tracer needs an output of the right shape; the graph gets symbolic()'s nodes.
+        if final:
+            return x.new_zeros(x.shape[0], 2 * hidden)
+        return x.new_zeros(x.shape[0], x.shape[1], 2 * hidden)
+
+    @staticmethod
+    def symbolic(g, x, lengths, weights, recurrent, biases, kind: str, hidden: int, final: bool):
+        steps_first = g.op("Transpose", x, perm_i=[1, 0, 2])
+        sequence_lens = g.op("Cast", lengths, to_i=6)  # int32, as the operator wants
+        extra = {"linear_before_reset_i": 1} if kind == "GRU" else {}  # PyTorch's GRU formula
+        outputs = g.op(kind, steps_first, weights, recurrent, biases, sequence_lens, hidden_size_i=hidden,
+                       direction_s="bidirectional", outputs=3 if kind == "LSTM" else 2, **extra)
+        if final:  # Y_h (2, B, H) -> (B, 2H): forward final state, then backward
+            return g.op("Flatten", g.op("Transpose", outputs[1], perm_i=[1, 0, 2]), axis_i=1)
+        by_batch = g.op("Transpose", outputs[0], perm_i=[2, 0, 1, 3])  # Y (T, 2, B, H) -> (B, T, 2, H)
+        return g.op("Reshape", by_batch, g.op("Constant", value_t=torch.tensor([0, 0, -1], dtype=torch.int64)))
+
+
 class PaddedBiRNN(nn.Module):
     """A bidirectional RNN on right-padded input, equal to the packed one on every real step."""
 
     def __init__(self, rnn: nn.RNNBase) -> None:
         super().__init__()
         self.forward_rnn, self.backward_rnn = _split_directions(rnn)
+        self.kind = _onnx_kind(rnn)
+        weights, recurrent, biases = _onnx_weights(rnn)
+        self.register_buffer("onnx_weights", weights, persistent=False)
+        self.register_buffer("onnx_recurrent", recurrent, persistent=False)
+        self.register_buffer("onnx_biases", biases, persistent=False)
+
+    def _native(self, x: torch.Tensor, lengths: torch.Tensor, final: bool) -> torch.Tensor:
+        # A length of 0 (an all-padding row) is not valid for the operator: such rows run one
+        # step and are zeroed by the caller.
+        return _NativeBiRNN.apply(x, lengths.clamp(min=1), self.onnx_weights, self.onnx_recurrent,
+                                  self.onnx_biases, self.kind, self.forward_rnn.hidden_size, final)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Outputs (B, T, 2H); rows past a sequence's length hold values nobody should read."""
+        if torch.onnx.is_in_onnx_export():
+            return self._native(x, lengths, final=False)
         index = reverse_index(lengths, x.shape[1])
         forward_out, _ = self.forward_rnn(x)
         backward_out, _ = self.backward_rnn(gather_time(x, index))
         return torch.cat([forward_out, gather_time(backward_out, index)], dim=-1)
+
+    def final_states(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(B, 2H): the forward direction's state at the last real step, then the backward
+        direction's after reading back to the first (``h_n`` of the packed RNN); lengths >= 1."""
+        if torch.onnx.is_in_onnx_export():
+            return self._native(x, lengths, final=True)
+        out = self.forward(x, lengths)
+        half = out.shape[-1] // 2
+        return torch.cat([last_step(out[..., :half], lengths), out[:, 0, half:]], dim=-1)
 
 
 class PaddedRNN(nn.Module):
@@ -89,14 +172,9 @@ class CharBiLSTM(nn.Module):
         b, l, c = char_ids.shape
         flat = char_ids.reshape(b * l, c)
         lengths = (flat != 0).sum(dim=1)
-        out = self.rnn(self.embedding(flat), lengths)  # (N, C, 2H)
-        half = out.shape[-1] // 2
-        # Final states: the forward direction's at the last character; the backward
-        # direction ends on the first character, so after un-reversing it sits at position 0.
-        forward_final = last_step(out[..., :half], lengths)
-        backward_final = out[:, 0, half:]
-        present = (lengths > 0).unsqueeze(1).to(out.dtype)  # tokens without characters are zeros
-        return (torch.cat([forward_final, backward_final], dim=-1) * present).reshape(b, l, -1)
+        final = self.rnn.final_states(self.embedding(flat), lengths.clamp(min=1))
+        present = (lengths > 0).unsqueeze(1).to(final.dtype)  # tokens without characters are zeros
+        return (final * present).reshape(b, l, -1)
 
 
 class CharCNN(nn.Module):
