@@ -23,7 +23,7 @@ from textorch.labeler import SequenceLabeler
 from textorch.models.crf import CRF
 from textorch.models.crf_numpy import viterbi_with_confidence
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder
-from textorch.models.padded_rnn import final_states, masked_padded_rnn
+from textorch.models.padded_rnn import final_states, masked_padded_rnn, rnn_final_states, rnn_outputs
 
 
 def _random_crf(num_tags: int, seed: int) -> CRF:
@@ -101,12 +101,13 @@ def test_crf_head_uses_the_numpy_path_only_without_gradients() -> None:
 
 
 @pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
-@pytest.mark.parametrize("layers,bidirectional", [(1, True), (2, True), (1, False)])
-def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidirectional: bool) -> None:
+@pytest.mark.parametrize("layers,bidirectional,rows", [(1, True, 4), (2, True, 4), (1, False, 4), (1, True, 300)])
+def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidirectional: bool, rows: int) -> None:
+    """300 rows: final states run in groups of similar length (padded_rnn.final_states)."""
     torch.manual_seed(0)
     rnn = cell(7, 5, num_layers=layers, batch_first=True, bidirectional=bidirectional)
-    x = torch.randn(4, 9, 7)
-    lengths = torch.tensor([9, 4, 1, 6])
+    x = torch.randn(rows, 9, 7, requires_grad=True)
+    lengths = torch.tensor([9, 4, 1, 6]) if rows == 4 else torch.randint(1, 10, (rows,))
 
     def packed_run() -> tuple[torch.Tensor, torch.Tensor]:
         out, h_n = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
@@ -116,15 +117,19 @@ def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidire
 
     expected, expected_final = packed_run()
     (expected.sum() + expected_final.sum()).backward()
-    expected_grads = [p.grad.clone() for p in rnn.parameters()]
+    expected_grads = [p.grad.clone() for p in rnn.parameters()] + [x.grad.clone()]
     rnn.zero_grad()
+    x.grad = None
     out = masked_padded_rnn(rnn, x, lengths)
     final = final_states(rnn, x, lengths)
     (out.sum() + final.sum()).backward()
     assert torch.allclose(out, expected, atol=1e-6)
     assert torch.allclose(final, expected_final, atol=1e-6)
-    for got, want in zip((p.grad for p in rnn.parameters()), expected_grads):
-        assert torch.allclose(got, want, atol=1e-5)
+    for got, want in zip([p.grad for p in rnn.parameters()] + [x.grad], expected_grads):
+        assert torch.allclose(got, want, atol=1e-4)
+    with torch.inference_mode():  # tagging takes the same unpacked route
+        assert torch.allclose(rnn_final_states(rnn, x, lengths), expected_final, atol=1e-6)
+        assert torch.allclose(rnn_outputs(rnn, x, lengths), expected, atol=1e-6)
 
 
 def _sequences() -> list[TokenSequence]:

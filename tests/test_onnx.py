@@ -202,3 +202,25 @@ def test_export_refuses_to_replace_a_foreign_directory(tmp_path: Path, tiny_grob
     export_labeler(labeler, tmp_path / "again")
     export_labeler(labeler, tmp_path / "again")  # an earlier export is replaced
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".again.")]
+
+
+def test_automatic_exports_of_an_older_graph_revision_are_redone(tmp_path: Path, tiny_grobid: Path) -> None:
+    from textorch.onnx.files import DESCRIPTION_FILE, GRAPH_REVISION
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF")
+    model = tmp_path / "model"
+    labeler.save(model)
+    default = attach_onnx(labeler, model)
+    description_file = default / DESCRIPTION_FILE
+    description = json.loads(description_file.read_text())
+    assert description["graph_revision"] == GRAPH_REVISION
+    del description["graph_revision"]  # what textorch 0.1 wrote: revision 1
+    description_file.write_text(json.dumps(description))
+    explicit = tmp_path / "explicit"
+    import shutil
+
+    shutil.copytree(default, explicit)
+    attach_onnx(labeler, model, explicit)  # a directory the user names is used as it is
+    assert "graph_revision" not in json.loads((explicit / DESCRIPTION_FILE).read_text())
+    attach_onnx(labeler, model)  # the default one is exported again
+    assert json.loads(description_file.read_text())["graph_revision"] == GRAPH_REVISION

@@ -1,15 +1,20 @@
-"""Recurrent layers over right-padded batches, exact on every real step, packed or not.
+"""Recurrent layers over right-padded batches, exact on every real step, without packing.
 
-Packing (``pack_padded_sequence``) keeps padding out of a bidirectional RNN, but when
-gradients are needed it is slow on the CPU: forward plus backward of a CoNLL-2003 batch ran
-1.45-1.6x slower packed than on padded input (word and character LSTMs alike; CoNLL training
-went from 13.0k to 16.0k tokens/s). Without gradients (tagging) packing measured faster, so
-:func:`rnn_outputs` and :func:`rnn_final_states` pick by whether gradients are recorded.
+Packing (``pack_padded_sequence``) keeps padding out of a bidirectional RNN, but on the CPU it
+takes PyTorch's step-by-step kernel instead of the fused oneDNN one: forward plus backward of a
+CoNLL-2003 batch ran 1.45-1.6x slower packed (CoNLL training went from 13.0k to 16.0k tokens/s),
+and tagging too ran 5-50 % slower packed (word BiLSTM, batches of 8-256). Only CUDA tagging
+keeps packing, where cuDNN runs packed batches natively.
 
 Unpacked, each direction runs on padded input: the forward direction never reads
 what follows a step, and the backward direction reads every sequence reversed *within its own
 length* (a gather), so neither ever sees padding. The parameters are the module's own, so
 training updates the same weights and saved models are unchanged.
+
+Character encoders see rows of very different lengths (CoNLL tokens: 1 to 20+ characters,
+mostly under 8), so :func:`final_states` sorts rows by length and runs a few groups, each
+padded to its own longest row: 1.4x faster than one padded block in training and 1.7x faster
+than packing when tagging a whole test set.
 """
 
 from __future__ import annotations
@@ -82,6 +87,11 @@ def _records_gradients(rnn: nn.RNNBase) -> bool:
     return torch.is_grad_enabled() and any(p.requires_grad for p in rnn.parameters())
 
 
+def _packs(rnn: nn.RNNBase, x: torch.Tensor) -> bool:
+    """Only CUDA tagging packs (see the module docstring)."""
+    return x.is_cuda and not _records_gradients(rnn)
+
+
 def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
     packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
     return rnn(packed)
@@ -89,29 +99,52 @@ def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
 
 def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
-    if _records_gradients(rnn):
-        return masked_padded_rnn(rnn, x, lengths)
-    if int(lengths.min()) == x.shape[1]:  # no padding (one sequence): packing would only cost
+    if int(lengths.min()) == x.shape[1]:  # no padding at all (one sequence): the fused call
         return rnn(x)[0]
-    out, _ = _packed(rnn, x, lengths)
-    return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+    if _packs(rnn, x):
+        out, _ = _packed(rnn, x, lengths)
+        return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+    return masked_padded_rnn(rnn, x, lengths)
 
 
 def rnn_final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The last layer's final state of each direction ``(B, directions * H)``; lengths >= 1."""
-    if _records_gradients(rnn):
-        return final_states(rnn, x, lengths)
-    _, h_n = _packed(rnn, x, lengths)
-    if isinstance(h_n, tuple):
-        h_n = h_n[0]
-    last = h_n[-2:] if rnn.bidirectional else h_n[-1:]
-    return torch.cat(list(last), dim=-1)
+    if _packs(rnn, x):
+        _, h_n = _packed(rnn, x, lengths)
+        if isinstance(h_n, tuple):
+            h_n = h_n[0]
+        last = h_n[-2:] if rnn.bidirectional else h_n[-1:]
+        return torch.cat(list(last), dim=-1)
+    return final_states(rnn, x, lengths)
+
+
+LENGTH_GROUPS = 4
+"""Groups of rows of similar length that :func:`final_states` runs apart (each between
+``MIN_GROUP_ROWS`` and ``MAX_GROUP_ROWS`` rows; measured on CoNLL-2003 character rows)."""
+MIN_GROUP_ROWS = 64
+MAX_GROUP_ROWS = 1024
 
 
 def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """``(B, directions * H)``: the last layer's final state of each direction, as ``h_n`` of
     the packed RNN (forward at the last real step, backward after reading back to step 0).
-    Rows must have length >= 1."""
+    Rows must have length >= 1. Rows run in groups of similar length (module docstring)."""
+    rows = x.shape[0]
+    group = min(max(-(-rows // LENGTH_GROUPS), MIN_GROUP_ROWS), MAX_GROUP_ROWS)
+    if rows <= group:
+        return _final_states(rnn, x, lengths)
+    order = torch.argsort(lengths.to(x.device), stable=True)
+    outputs = []
+    for start in range(0, rows, group):
+        members = order[start : start + group]
+        member_lengths = lengths.to(x.device)[members]
+        outputs.append(_final_states(rnn, x[members, : int(member_lengths.max())], member_lengths))
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(rows, device=order.device)
+    return torch.cat(outputs)[inverse]
+
+
+def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     out = padded_rnn(rnn, x, lengths)
     hidden = rnn.hidden_size
     last = (lengths.to(out.device) - 1).clamp(min=0)

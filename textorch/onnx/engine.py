@@ -21,7 +21,7 @@ import torch
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.models.crf_numpy import viterbi_with_confidence
 from textorch.models.heads import CRFHead
-from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, source_checksum
+from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE, source_checksum
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +177,9 @@ def ensure_export(predictor, model_dir: str | Path, export_dir: str | Path | Non
         if explicit:
             raise ModelFormatError(f"{directory}: exported from other weights than {model_dir} holds now; export again")
         logger.info("%s was exported from older weights: exporting again", directory)
+        description = None
+    if description is not None and not explicit and description.get("graph_revision", 1) < GRAPH_REVISION:
+        logger.info("%s was exported by an older textorch (slower graph): exporting again", directory)
         description = None
     if description is not None and quantize and not (directory / QUANTIZED_FILE).exists() and not explicit:
         logger.info("%s has no int8 model: exporting again with --quantize", directory)

@@ -29,6 +29,9 @@ QUANTIZED_FILE = "model.int8.onnx"
 DESCRIPTION_FILE = "onnx-model.json"
 TOKENIZER_FILE = "tokenizer.json"
 FORMAT_VERSION = 1
+GRAPH_REVISION = 2
+"""How textorch builds graphs (not a format: every revision reads the same way). Revision 2 made
+each bidirectional RNN one native node; an automatic export of an older revision is redone."""
 OPSET = 17
 
 
@@ -62,6 +65,7 @@ def describe(task: str, architecture: str, graph: Graph, quantize: bool, source_
     """The fields every ``onnx-model.json`` has, whatever the task."""
     return {
         "format_version": FORMAT_VERSION,
+        "graph_revision": GRAPH_REVISION,
         "task": task,
         "architecture": architecture,
         "model_file": ONNX_FILE,
