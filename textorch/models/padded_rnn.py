@@ -62,7 +62,8 @@ def padded_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch
     if not rnn.batch_first:
         raise ValueError("padded_rnn expects a batch_first RNN")
     steps = x.shape[1]
-    index = reverse_index(lengths, steps) if rnn.bidirectional else None
+    # The index must live with x: batches keep their lengths on the CPU (CUDA training).
+    index = reverse_index(lengths.to(x.device), steps) if rnn.bidirectional else None
     h = x
     for layer in range(rnn.num_layers):
         if layer > 0 and rnn.dropout and rnn.training:
