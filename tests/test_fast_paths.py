@@ -74,6 +74,10 @@ def test_both_numpy_crf_routes_equal_torch_crf(route_limit: int, monkeypatch: py
     assert np.allclose(scores, expected.numpy(), atol=1e-6)
     one_paths, one_scores = crf_numpy.viterbi_with_confidence(emissions[:1].numpy(), lengths[:1].numpy(), *params)
     assert np.array_equal(one_paths, paths[:1]) and np.allclose(one_scores, scores[:1], atol=1e-6)
+    for rows in (slice(None), slice(0, 1)):  # labels only: the same paths, no confidence
+        bare_paths, none = crf_numpy.viterbi_with_confidence(emissions[rows].numpy(), lengths[rows].numpy(), *params,
+                                                             with_confidence=False)
+        assert none is None and np.array_equal(bare_paths, paths[rows])
 
 
 def test_numpy_crf_ignores_padding_values() -> None:
@@ -271,3 +275,71 @@ def test_bad_dense_and_dropout_settings_are_refused() -> None:
         ModelConfig(dense_hidden=-1)
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
         FastDropout(1.0)
+
+
+@pytest.mark.parametrize("batch,length,tags", [(1, 1, 3), (3, 7, 5), (8, 30, 9)])
+def test_numpy_log_partition_gives_the_torch_crf_loss_and_gradients(
+    batch: int, length: int, tags: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training on the CPU takes log Z and its gradient from crf_numpy.log_partition; the
+    log-space autograd loop of the CRF is the reference."""
+    crf = _random_crf(tags, seed=batch * 7 + length)
+    generator = torch.Generator().manual_seed(length)
+    emissions = (torch.randn(batch, length, tags, dtype=torch.float64, generator=generator) * 3).requires_grad_()
+    lengths = torch.randint(1, length + 1, (batch,), generator=generator)
+    lengths[0] = length
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    gold = torch.randint(0, tags, (batch, length), generator=generator)
+    weights = torch.rand(batch, dtype=torch.float64, generator=generator)
+
+    def loss_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        emissions.grad = None
+        crf.zero_grad()
+        loss = crf.neg_log_likelihood(emissions, gold, mask)
+        (loss * weights).sum().backward()
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in crf.parameters()]  # unused: none
+        return loss.detach(), [emissions.grad.clone()] + grads
+
+    loss, grads = loss_and_grads()
+    monkeypatch.setattr(CRF, "_log_partition_numpy", staticmethod(lambda *args: None))
+    expected_loss, expected_grads = loss_and_grads()
+    assert torch.allclose(loss, expected_loss, atol=1e-9)
+    for got, want in zip(grads, expected_grads):
+        assert torch.allclose(got, want, atol=1e-9)
+    assert float(grads[0][~mask].abs().sum()) == 0.0
+
+
+def test_numpy_log_partition_declines_extreme_scores() -> None:
+    from textorch.models.crf_numpy import log_partition
+
+    crf = _random_crf(3, seed=9)
+    params = [p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
+    extreme = np.array([[[0.0, -3000.0, -3000.0], [-3000.0, -3000.0, 0.0]]])
+    params[0] = np.where(np.eye(3, dtype=bool), -5000.0, 0.0)  # staying on a tag is all but impossible
+    assert log_partition(extreme, np.array([2]), *params) is not None
+    params[0] = np.full((3, 3), -5000.0)
+    params[0][0, 1] = 0.0  # the only likely step leads to an emission thousands below the best
+    assert log_partition(extreme, np.array([2]), *params) is None
+    emissions = torch.from_numpy(extreme).requires_grad_()
+    with torch.no_grad():
+        crf.transitions.copy_(torch.from_numpy(params[0]))
+    loss = crf.neg_log_likelihood(emissions, torch.tensor([[0, 2]]), torch.ones(1, 2, dtype=torch.bool))
+    loss.sum().backward()  # the log-space CRF took over
+    assert torch.isfinite(loss).all() and torch.isfinite(emissions.grad).all()
+
+
+@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 8, 7, 9], [9, 1, 2, 1]])
+def test_tagging_outputs_equal_packed_whether_padded_or_packed(lengths: list[int]) -> None:
+    """No padding (fused call), little padding (unpacked directions), mostly padding (packed)."""
+    from textorch.models.padded_rnn import PACKING_FILL
+
+    torch.manual_seed(1)
+    rnn = nn.LSTM(7, 5, batch_first=True, bidirectional=True)
+    x = torch.randn(len(lengths), 9, 7)
+    n = torch.tensor(lengths)
+    expected, _ = rnn(pack_padded_sequence(x, n, batch_first=True, enforce_sorted=False))
+    expected = pad_packed_sequence(expected, batch_first=True, total_length=9)[0]
+    with torch.inference_mode():
+        got = rnn_outputs(rnn, x, n)
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert (sum(lengths) / (9 * len(lengths)) < PACKING_FILL) == (lengths == [9, 1, 2, 1])

@@ -64,6 +64,9 @@ def test_onnx_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path, architect
     got = labeler.predict(sequences, batch_size=7)
     _assert_same(expected, got)
     _assert_same(expected[:6], [labeler.predict([s], batch_size=1)[0] for s in sequences[:6]])  # one-call stream
+    for batch_size in (1, 7):  # labels only
+        bare = labeler.predict(sequences, batch_size=batch_size, with_scores=False)
+        assert [p.labels for p in bare] == [p.labels for p in expected] and all(p.scores is None for p in bare)
     assert labeler.evaluate(tiny_grobid)["f1"] == pytest.approx(_f1_torch(labeler, tiny_grobid))
 
 

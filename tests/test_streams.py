@@ -112,3 +112,19 @@ def test_one_sequence_batch_equals_a_padded_batch(tiny_conll: Path, tmp_path: Pa
         assert torch.allclose(per_token(encoder.encode_rows, alone)[0], per_token(encoder.encode_rows, doubled)[0])
     bare = collate(data.encoded, [0], data.word_table, char_rows=False)
     assert bare.char_rows is None and bare.char_index is None and torch.equal(bare.char_ids, alone.char_ids)
+
+
+def test_labels_only_predictions_equal_scored_ones(tiny_conll: Path, tmp_path: Path) -> None:
+    from textorch.output import entities
+
+    labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
+                                    max_epoch=1, seed=5, word_hidden=8, char_hidden=4)
+    sequences = [TokenSequence(["Anna", "lives", "in", "Berlin", "."]), TokenSequence(["Peter", "."]), TokenSequence([])]
+    for batch_size in (1, 2, 32):
+        scored = labeler.predict(sequences, batch_size=batch_size)
+        bare = labeler.predict(sequences, batch_size=batch_size, with_scores=False)
+        assert [p.labels for p in bare] == [p.labels for p in scored]
+        assert all(p.scores is None for p in bare) and all(p.scores is not None for p in scored)
+    found = entities(sequences[0], bare[0])
+    assert [e["class"] for e in found] == [e["class"] for e in entities(sequences[0], scored[0])]
+    assert all("score" not in e for e in found)

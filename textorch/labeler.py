@@ -78,7 +78,8 @@ class Prediction:
     """Labels (IOB2) and per-token confidence for one sequence."""
 
     labels: list[str]
-    scores: list[float]
+    scores: list[float] | None
+    """Posterior probability of each label; None when tagged with ``with_scores=False``."""
 
 
 WORD_TABLE_MAX_BYTES = 512 * 2**20
@@ -198,12 +199,14 @@ class SequenceLabeler(LabelerAPI):
 
     @torch.inference_mode()
     def _decode(
-        self, data: EncodedData, batch_size: int, ctx: DistContext | None = None, gather: bool = True
+        self, data: EncodedData, batch_size: int, ctx: DistContext | None = None, gather: bool = True,
+        with_scores: bool = True,
     ) -> list[Prediction | None]:
         """Predictions in input order. With several processes each decodes every
         ``world_size``-th length-sorted batch (the batches one process would form, so results
         are identical); ``gather`` gives every process all predictions, else only its own
-        (None elsewhere). Empty sequences belong to rank 0."""
+        (None elsewhere). Empty sequences belong to rank 0. ``with_scores=False``: labels only
+        (``scores`` None), which skips the CRF's forward-backward pass."""
         ctx = ctx or DistContext()
         if self.model.training:  # eval() walks every submodule: 100 us per one-sequence call
             self.model.eval()
@@ -213,7 +216,7 @@ class SequenceLabeler(LabelerAPI):
         batches = [[nonempty[j] for j in chunk] for chunk in sorted_batches([lengths[i] for i in nonempty], batch_size)]
         local: list[tuple[int, Prediction]] = []
         if ctx.is_main:
-            local += [(i, Prediction([], [])) for i, n in enumerate(lengths) if n == 0]
+            local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]
         mine = my_batches(batches, ctx)
         token_vectors = data.token_vectors(self._char_encoder(), self.device) if self.runner is None and mine else None
         on_cpu = self.device.type == "cpu"  # batches are built there: no copy to make
@@ -222,12 +225,15 @@ class SequenceLabeler(LabelerAPI):
             batch = data.batch(indices, token_vectors, char_rows=self.runner is None)
             if not on_cpu:
                 batch = batch.to(self.device)
-            paths, scores = (self.runner or self.model).decode(batch)
+            paths, scores = (self.runner or self.model).decode(batch, with_scores=with_scores)
             paths_np = paths.cpu().numpy() if isinstance(paths, torch.Tensor) else paths
             scores_np = scores.float().cpu().numpy() if isinstance(scores, torch.Tensor) else scores
+            if not with_scores:
+                scores_np = None
             for row, index in enumerate(indices):
                 n = lengths[index]
-                local.append((index, Prediction([label_items[k] for k in paths_np[row, :n]], scores_np[row, :n].tolist())))
+                row_scores = None if scores_np is None else scores_np[row, :n].tolist()
+                local.append((index, Prediction([label_items[k] for k in paths_np[row, :n]], row_scores)))
         if gather and ctx.world_size > 1:
             return gather_in_order(local, len(lengths), ctx)
         return place(local, len(lengths))
@@ -241,18 +247,20 @@ class SequenceLabeler(LabelerAPI):
         return self._char_encoder_found
 
     def predict(
-        self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None
+        self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
+        with_scores: bool = True,
     ) -> list[Prediction]:
         """Labels for each sequence, in input order; no token is ever dropped.
 
         ``batch_size`` is per process; with a multi-process ``ctx`` the work is shared and
-        every process returns the complete, identical list.
+        every process returns the complete, identical list. ``with_scores=False`` gives labels
+        only (``Prediction.scores`` None): a CRF then skips its forward-backward pass.
         """
         if self.word_table is not None:
             # A server tagging for months meets new words for ever (numbers, names): bound the
             # table. Safe here: this call encodes and decodes, nothing keeps older row ids.
             self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
-        return self._decode(self.encode(sequences), batch_size, ctx)  # type: ignore[return-value]
+        return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
 
     def count_entities(
         self,
@@ -269,7 +277,7 @@ class SequenceLabeler(LabelerAPI):
         """
         ctx = ctx or DistContext()
         data = data or self.encode(sequences)
-        predictions = self._decode(data, batch_size, ctx, gather=False)
+        predictions = self._decode(data, batch_size, ctx, gather=False, with_scores=False)
         mine = [i for i, p in enumerate(predictions) if p is not None]
         counts = EntityCounts()
         gold = [sequences[i].labels or ["O"] * len(sequences[i]) for i in mine]

@@ -28,7 +28,8 @@ def entities(sequence: TokenSequence, prediction: Prediction) -> list[dict]:
         else:
             entity["text"] = " ".join(sequence.tokens[start:end])
             entity["beginToken"], entity["endToken"] = start, end
-        entity["score"] = round(sum(prediction.scores[start:end]) / (end - start), 6)
+        if prediction.scores is not None:  # labels-only predictions carry no confidence
+            entity["score"] = round(sum(prediction.scores[start:end]) / (end - start), 6)
         found.append(_ordered(entity))
     return found
 

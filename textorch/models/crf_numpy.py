@@ -20,6 +20,8 @@ operations they save, so the general route stays.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -31,9 +33,11 @@ def _lse_step(previous: np.ndarray, trans: np.ndarray) -> np.ndarray:
 
 
 def viterbi_with_confidence(
-    emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Best tag ids ``(B, L)`` (0 beyond each length) and ``P(y_t = path_t | x)`` ``(B, L)``.
+    emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray,
+    with_confidence: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Best tag ids ``(B, L)`` (0 beyond each length) and ``P(y_t = path_t | x)`` ``(B, L)``
+    (None with ``with_confidence=False``: Viterbi alone, about half the work).
 
     ``emissions`` is ``(B, L, T)``; ``lengths`` gives each sequence's valid prefix (>= 1).
     Values at padded positions never change a result.
@@ -49,9 +53,9 @@ def viterbi_with_confidence(
     if batch * length * num_tags * num_tags <= _SMALL_INPUT_CELLS:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             if batch == 1 and not ragged:
-                small = _one_viterbi_with_confidence(em[0], trans, start, end)
+                small = _one_viterbi_with_confidence(em[0], trans, start, end, with_confidence)
             else:
-                small = _small_viterbi_with_confidence(em, valid, ragged, trans, start, end)
+                small = _small_viterbi_with_confidence(em, valid, ragged, trans, start, end, with_confidence)
         if small is not None:
             return small
 
@@ -78,6 +82,8 @@ def viterbi_with_confidence(
         current = pointers[t - 1, rows, current]
         paths[:, t - 1] = current
     paths[~valid] = 0
+    if not with_confidence:
+        return paths, None
 
     with np.errstate(divide="ignore", invalid="ignore"):  # underflow falls back to log space
         return paths, _confidence(em, valid, ragged, paths, trans, start, end)
@@ -94,8 +100,9 @@ large transition gaps far from float64's limits (underflow is checked)."""
 
 
 def _small_viterbi_with_confidence(
-    em: np.ndarray, valid: np.ndarray, ragged: bool, trans: np.ndarray, start: np.ndarray, end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
+    em: np.ndarray, valid: np.ndarray, ragged: bool, trans: np.ndarray, start: np.ndarray, end: np.ndarray,
+    with_confidence: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None] | None:
     """:func:`viterbi_with_confidence` for small inputs; None when a forward or backward
     vector came near underflow (the caller then takes the general route)."""
     batch, length, num_tags = em.shape
@@ -111,38 +118,71 @@ def _small_viterbi_with_confidence(
         pointers[t] = candidates.argmax(axis=1)
         score = candidates.max(axis=1)
     paths = _backtrack(pointers, (score + end).argmax(axis=1))
+    if not with_confidence:
+        paths[~valid] = 0
+        return paths, None
 
-    # Forward-backward with products of step matrices; padded steps are identities. Each
-    # position's marginals are normalised on their own, so the vectors' scales never matter.
-    shifted = np.exp(em - em.max(axis=2, keepdims=True))
-    products = np.exp(trans - trans.max()) * shifted[:, 1:, None, :]  # (B, L-1, T_prev, T)
-    if ragged:
-        products[~valid[:, 1:]] = identity
-    alphas = np.empty((length, batch, 1, num_tags))
-    alphas[0, :, 0] = np.exp(start - start.max()) * shifted[:, 0]
-    for t in range(1, length):
-        np.matmul(alphas[t - 1], products[:, t - 1], out=alphas[t])
-        if t % _RENORMALISE_EVERY == 0:
-            alphas[t] /= alphas[t].sum(axis=2, keepdims=True)
-    betas = np.empty((length, batch, num_tags, 1))
-    betas[-1, :, :, 0] = np.exp(end - end.max())
-    for t in range(length - 2, -1, -1):
-        np.matmul(products[:, t], betas[t + 1], out=betas[t])
-        if t % _RENORMALISE_EVERY == 0:
-            betas[t] /= betas[t].sum(axis=1, keepdims=True)
-    joint = alphas[:, :, 0, :] * betas[:, :, :, 0]  # (L, B, T)
-    totals = joint.sum(axis=2)
-    if not (np.isfinite(totals).all() and totals.min() > 1e-200):
+    passes = _step_matrix_passes(em, valid, ragged, trans, start, end)
+    if passes is None:
         return None
+    joint, totals = passes.joint, passes.totals
     confidence = (np.take_along_axis(joint, paths.T[:, :, None], axis=2)[:, :, 0] / totals).T.astype(np.float32)
     confidence[~valid] = 0.0
     paths[~valid] = 0
     return paths, confidence
 
 
+@dataclass
+class _Passes:
+    """Forward and backward vectors of a batch, from products of per-step matrices."""
+
+    shifted: np.ndarray  # (B, L, T): exp(emission - its row maximum)
+    products: np.ndarray  # (B, L-1, T_prev, T): transition times next emission; identity at padding
+    alphas: np.ndarray  # (L, B, T), each row at some positive scale
+    betas: np.ndarray  # (L, B, T), likewise
+    joint: np.ndarray  # (L, B, T) = alphas * betas: unnormalised posteriors of each position
+    totals: np.ndarray  # (L, B): their sums
+    log_scale: np.ndarray  # (B,): log of what the forward renormalisations divided by
+
+
+def _step_matrix_passes(
+    em: np.ndarray, valid: np.ndarray, ragged: bool, trans: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> _Passes | None:
+    """One matrix product per step and direction (padded steps are identities, so one loop
+    serves all lengths); the vectors are renormalised every few steps. Each position's
+    posteriors are normalised on their own, so the vectors' scales never matter. None when a
+    position's total came near float64 underflow."""
+    batch, length, num_tags = em.shape
+    shifted = np.exp(em - em.max(axis=2, keepdims=True))
+    products = np.exp(trans - trans.max()) * shifted[:, 1:, None, :]  # (B, L-1, T_prev, T)
+    if ragged:
+        products[~valid[:, 1:]] = np.eye(num_tags)
+    alphas = np.empty((length, batch, 1, num_tags))
+    alphas[0, :, 0] = np.exp(start - start.max()) * shifted[:, 0]
+    log_scale = np.zeros(batch)
+    for t in range(1, length):
+        np.matmul(alphas[t - 1], products[:, t - 1], out=alphas[t])
+        if t % _RENORMALISE_EVERY == 0:
+            total = alphas[t].sum(axis=2, keepdims=True)
+            alphas[t] /= total
+            log_scale += np.log(total[:, 0, 0])
+    betas = np.empty((length, batch, num_tags, 1))
+    betas[-1, :, :, 0] = np.exp(end - end.max())
+    for t in range(length - 2, -1, -1):
+        np.matmul(products[:, t], betas[t + 1], out=betas[t])
+        if t % _RENORMALISE_EVERY == 0:
+            betas[t] /= betas[t].sum(axis=1, keepdims=True)
+    alphas, betas = alphas[:, :, 0, :], betas[:, :, :, 0]
+    joint = alphas * betas  # (L, B, T)
+    totals = joint.sum(axis=2)
+    if not (np.isfinite(totals).all() and totals.min() > 1e-200):
+        return None
+    return _Passes(shifted, products, alphas, betas, joint, totals, log_scale)
+
+
 def _one_viterbi_with_confidence(
-    em: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
+    em: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray, with_confidence: bool = True
+) -> tuple[np.ndarray, np.ndarray | None] | None:
     """:func:`_small_viterbi_with_confidence` for one sequence ``(L, T)`` on 1-D and 2-D arrays:
     the batched forms cost about a third more per step, which one-sentence calls feel."""
     length, num_tags = em.shape
@@ -159,6 +199,8 @@ def _one_viterbi_with_confidence(
         current = best[current]
         path.append(current)
     path.reverse()
+    if not with_confidence:
+        return np.array([path], dtype=np.int64), None
     shifted = np.exp(em - em.max(axis=1, keepdims=True))
     products = np.exp(trans - trans.max()) * shifted[1:, None, :]  # (L-1, T_prev, T)
     alphas = np.empty((length, num_tags))
@@ -277,3 +319,60 @@ def _log_space_confidence(
 def _logsumexp(x: np.ndarray) -> np.ndarray:
     peak = x.max(axis=1, keepdims=True)
     return np.log(np.exp(x - peak).sum(axis=1)) + peak[:, 0]
+
+
+@dataclass
+class LogPartition:
+    """``log Z`` of each sequence and its gradients, for training on the CPU.
+
+    The gradient of ``log Z`` is a set of posteriors: ``d/d em[b, t, j] = P(y_t = j)``,
+    ``d/d trans[i, j] = sum_t P(y_t = i, y_t+1 = j)``, ``d/d start[j] = P(y_0 = j)`` and
+    ``d/d end[j] = P(y_last = j)``; one forward-backward pass gives them all, where autograd
+    through the log-space loop of :class:`textorch.models.crf.CRF` records every step twice.
+    """
+
+    log_z: np.ndarray  # (B,)
+    node: np.ndarray  # (B, L, T), 0 at padding
+    pair: np.ndarray  # (B, T, T), summed over each sequence's steps
+    first: np.ndarray  # (B, T)
+    last: np.ndarray  # (B, T)
+
+
+def log_partition(
+    emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> LogPartition | None:
+    """:class:`LogPartition` of a batch; None when a step comes near float64 underflow (scores
+    hundreds of nats apart), where the caller should use the log-space CRF instead."""
+    em = emissions.astype(np.float64, copy=False)
+    trans, start, end = (a.astype(np.float64, copy=False) for a in (trans, start, end))
+    batch, length, num_tags = em.shape
+    lengths = np.asarray(lengths)
+    valid = np.arange(length)[None, :] < lengths[:, None]
+    ragged = bool((lengths != length).any())
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        if ragged:  # padded emissions may hold anything: keep them out of every maximum
+            em = np.where(valid[:, :, None], em, 0.0)
+        passes = _step_matrix_passes(em, valid, ragged, trans, start, end)
+        if passes is None:
+            return None
+        # alphas[L-1] carries each sequence's last valid step (identities after it); the shifts
+        # taken out of the exponentials come back in log space.
+        closing = passes.alphas[-1] @ np.exp(end - end.max())
+        peaks = np.where(valid, em.max(axis=2), 0.0).sum(axis=1)
+        log_z = (passes.log_scale + np.log(closing) + peaks + (lengths - 1) * trans.max() + start.max() + end.max())
+        node = (passes.joint / passes.totals[:, :, None]).transpose(1, 0, 2)  # (B, L, T)
+        node[~valid] = 0.0
+        pair = np.zeros((batch, num_tags, num_tags))
+        if length > 1:
+            # xi_t[i, j] = alpha_t[i] W[i, j] v_t+1[j] / c_t with v = shifted * beta and c_t its sum
+            # over (i, j); summed over t as one batched product instead of a (B, L, T, T) array.
+            weights = np.exp(trans - trans.max())
+            before = passes.alphas[:-1].transpose(1, 0, 2)  # (B, L-1, T)
+            after = (passes.shifted[:, 1:].transpose(1, 0, 2) * passes.betas[1:]).transpose(1, 0, 2)
+            norm = (before * (after @ weights.T)).sum(axis=2)  # (B, L-1)
+            scale = np.where(valid[:, 1:], 1.0 / norm, 0.0)
+            pair = weights * ((before * scale[:, :, None]).transpose(0, 2, 1) @ after)
+        last = node[np.arange(batch), lengths - 1]
+    if not (np.isfinite(log_z).all() and np.isfinite(node).all() and np.isfinite(pair).all()):
+        return None
+    return LogPartition(log_z, node, pair, node[:, 0], last)

@@ -29,9 +29,9 @@ class CRFHead(nn.Module):
         """Per-sequence negative log-likelihood, shape (B,)."""
         return self.crf.neg_log_likelihood(self.emissions(h).float(), labels, mask)
 
-    def decode(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Best label ids (B, L) and, per token, the posterior probability of that label."""
-        return self.crf.best_paths_with_confidence(self.emissions(h).float(), mask)
+        return self.crf.best_paths_with_confidence(self.emissions(h).float(), mask, with_scores)
 
 
 class SoftmaxHead(nn.Module):
@@ -46,7 +46,8 @@ class SoftmaxHead(nn.Module):
         token_loss = nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
         return (token_loss * mask).sum(dim=1)
 
-    def decode(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        # The probabilities cost nothing next to the argmax: returned either way.
         probabilities = self.emissions(h).float().softmax(dim=-1)
         scores, paths = probabilities.max(dim=-1)
         return paths * mask, scores * mask

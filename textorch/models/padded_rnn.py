@@ -3,8 +3,9 @@
 Packing (``pack_padded_sequence``) keeps padding out of a bidirectional RNN, but on the CPU it
 takes PyTorch's step-by-step kernel instead of the fused oneDNN one: forward plus backward of a
 CoNLL-2003 batch ran 1.45-1.6x slower packed (CoNLL training went from 13.0k to 16.0k tokens/s),
-and tagging too ran 5-50 % slower packed (word BiLSTM, batches of 8-256). Only CUDA tagging
-keeps packing, where cuDNN runs packed batches natively.
+and tagging too ran 5-50 % slower packed (word BiLSTM, sorted batches of 8-256). Tagging still
+packs on CUDA, where cuDNN runs packed batches natively, and on the CPU for batches that are
+mostly padding (``PACKING_FILL``).
 
 Unpacked, each direction runs on padded input: the forward direction never reads
 what follows a step, and the backward direction reads every sequence reversed *within its own
@@ -88,9 +89,18 @@ def _records_gradients(rnn: nn.RNNBase) -> bool:
     return torch.is_grad_enabled() and any(p.requires_grad for p in rnn.parameters())
 
 
-def _packs(rnn: nn.RNNBase, x: torch.Tensor) -> bool:
-    """Only CUDA tagging packs (see the module docstring)."""
-    return x.is_cuda and not _records_gradients(rnn)
+PACKING_FILL = 0.6
+"""Tagging packs a batch whose real positions fill less than this share of it: a batch of
+very different lengths (GROBID name-header at batch 256: 1 to 100+ tokens) ran 2x slower
+padded, where sorted batches of similar lengths run faster padded."""
+
+
+def _packs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> bool:
+    """Whether to pack: CUDA tagging always, CPU tagging of mostly-padding batches (see the
+    module docstring and ``PACKING_FILL``), training never."""
+    if _records_gradients(rnn):
+        return False
+    return x.is_cuda or int(lengths.sum()) < PACKING_FILL * x.shape[0] * x.shape[1]
 
 
 def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
@@ -102,7 +112,7 @@ def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torc
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
     if int(lengths.min()) == x.shape[1]:  # no padding at all (one sequence): the fused call
         return rnn(x)[0]
-    if _packs(rnn, x):
+    if _packs(rnn, x, lengths):
         out, _ = _packed(rnn, x, lengths)
         return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
     return masked_padded_rnn(rnn, x, lengths)
@@ -110,7 +120,7 @@ def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torc
 
 def rnn_final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The last layer's final state of each direction ``(B, directions * H)``; lengths >= 1."""
-    if _packs(rnn, x):
+    if x.is_cuda and not _records_gradients(rnn):  # groups of similar lengths do better on the CPU
         _, h_n = _packed(rnn, x, lengths)
         if isinstance(h_n, tuple):
             h_n = h_n[0]

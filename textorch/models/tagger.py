@@ -65,6 +65,6 @@ class SequenceTagger(nn.Module):
             loss = self.head.loss(hidden, batch.label_ids, batch.mask)
         return TaggerOutput(loss=loss, hidden=hidden)
 
-    def decode(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Label ids (B, L) and per-token confidence (B, L)."""
-        return self.head.decode(self.encode(batch), batch.mask)
+    def decode(self, batch: Batch, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Label ids (B, L) and per-token confidence (B, L), or None for it when not asked for."""
+        return self.head.decode(self.encode(batch), batch.mask, with_scores)

@@ -78,11 +78,11 @@ class OnnxRunner(_Session):
             "mask": mask,
         })
 
-    def decode(self, batch) -> tuple[np.ndarray, np.ndarray]:
+    def decode(self, batch, with_scores: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         emissions = self.emissions(batch)
         mask = batch.mask.cpu().numpy()
         if self.crf_params is not None:
-            return viterbi_with_confidence(emissions, mask.sum(axis=1), *self.crf_params)
+            return viterbi_with_confidence(emissions, mask.sum(axis=1), *self.crf_params, with_confidence=with_scores)
         shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
         probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
         return probabilities.argmax(axis=-1) * mask, probabilities.max(axis=-1) * mask
