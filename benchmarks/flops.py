@@ -48,7 +48,9 @@ class RecurrentFlops:
     With packed input the CPU LSTM runs step by step through ``addmm`` calls that the FLOP
     counter does see, while the fused kernel used for padded input is invisible to it; so what
     the counter records inside a recurrent module is taken out again and replaced by the
-    analytic count, which is the same whichever kernel runs.
+    analytic count, which is the same whichever kernel runs. Layers run direction by direction
+    on padded input (``textorch.models.padded_rnn.padded_rnn``, no module call) are counted the
+    same way, every padded position included: that work is done.
     """
 
     def __init__(self, model: nn.Module, counter: object) -> None:
@@ -62,6 +64,15 @@ class RecurrentFlops:
             if isinstance(module, (nn.LSTM, nn.GRU)):
                 self.handles.append(module.register_forward_pre_hook(self._pre))
                 self.handles.append(module.register_forward_hook(self._post))
+        from textorch.models import padded_rnn
+
+        self._padded_module, self._padded = padded_rnn, padded_rnn.padded_rnn
+
+        def counted(rnn: nn.RNNBase, x, lengths):
+            self._add(rnn, x.shape[0] * x.shape[1])
+            return self._padded(rnn, x, lengths)
+
+        padded_rnn.padded_rnn = counted
 
     def _pre(self, _module: nn.Module, _inputs: tuple) -> None:
         self._before.append(self.counter.get_total_flops())
@@ -73,6 +84,9 @@ class RecurrentFlops:
             tokens = x.data.shape[0]
         else:
             tokens = x.shape[0] * x.shape[1] if x.dim() == 3 else x.shape[0]
+        self._add(module, tokens)
+
+    def _add(self, module: nn.RNNBase, tokens: int) -> None:
         gates = 4 if isinstance(module, nn.LSTM) else 3
         directions = 2 if module.bidirectional else 1
         h = module.hidden_size
@@ -84,6 +98,7 @@ class RecurrentFlops:
     def close(self) -> None:
         for handle in self.handles:
             handle.remove()
+        self._padded_module.padded_rnn = self._padded
 
 
 def count_flops(model: nn.Module, fn) -> int:
