@@ -104,6 +104,16 @@ def test_recurrent_flops_analytic_for_packed_and_padded_input():
         hooks.close()
         # What the counter saw inside the LSTM is set aside, to be replaced by the analytic count.
         assert hooks.flops == expected and hooks.counted_inside == 1000
+    # Direction by direction on padded input (no module call): the same analytic count, and the
+    # library function is restored afterwards.
+    from textorch.models import padded_rnn
+
+    original = padded_rnn.padded_rnn
+    hooks = flops.RecurrentFlops(lstm, _FakeCounter())
+    with torch.inference_mode():
+        padded_rnn.masked_padded_rnn(lstm, x, torch.tensor([4, 2, 3]))
+    hooks.close()
+    assert hooks.flops == expected and padded_rnn.padded_rnn is original
 
 
 def test_median_seconds_loops_short_calls():
