@@ -71,6 +71,33 @@ def write_tiny_grobid(path: Path, n: int = 40) -> Path:
     return path
 
 
+def trained_once(cache: dict, key: str, train):
+    """``train()`` once per ``key`` for a whole test module (training dominates such modules'
+    time), handed out with the PyTorch engine attached (a test may have attached ONNX)."""
+    if key not in cache:
+        cache[key] = train()
+    labeler = cache[key]
+    labeler.runner = None
+    return labeler
+
+
+def viterbi_from_crf_json(emissions, crf: dict) -> list[int]:
+    """Best label ids of one sequence's ``(L, T)`` emissions from an export's ``crf.json`` alone,
+    written as another program would (NumPy, no textorch)."""
+    import numpy as np
+
+    trans, start, end = (np.asarray(crf[k]) for k in ("transitions", "start", "end"))
+    score, back = start + emissions[0], []
+    for t in range(1, len(emissions)):
+        total = score[:, None] + trans + emissions[t][None, :]
+        back.append(total.argmax(axis=0))
+        score = total.max(axis=0)
+    path = [int((score + end).argmax())]
+    for pointers in reversed(back):
+        path.append(int(pointers[path[-1]]))
+    return path[::-1]
+
+
 def write_tiny_conll(path: Path, n: int = 40) -> Path:
     """A small 4-column IOB1 CoNLL file."""
     people = ["John", "Mary", "Peter", "Anna"]

@@ -39,6 +39,14 @@ def write_tiny_csv(path: Path, n: int = 36, seed: int = 0) -> Path:
     return path
 
 
+def write_tiny_vectors(path: Path) -> Path:
+    """A word-vector text file (6 dimensions) covering every word of :func:`tiny_examples`."""
+    words = sorted({w for ws in KEYWORDS.values() for w in ws} | set(FILLER) | {"."})
+    rng = np.random.default_rng(0)
+    path.write_text("".join(f"{w} {' '.join(f'{v:.4f}' for v in rng.normal(size=6))}\n" for w in words), encoding="utf-8")
+    return path
+
+
 def _train(corpus: ClsCorpus, architecture: str = "gru", epochs: int = 3, folds: int = 1, lr: float = 0.01,
            early_stop: bool = False, **model: object) -> tuple[TextClassifier, list]:
     config = ClsModelConfig(architecture=architecture, fold_count=folds, **{**TINY, **model})
@@ -169,10 +177,7 @@ def test_multi_label_thresholds_are_tuned_and_saved(tmp_path: Path) -> None:
 def test_pretrained_vectors_are_used_and_checked(tmp_path: Path) -> None:
     from textorch.embeddings import open_embeddings
 
-    words = sorted({w for ws in KEYWORDS.values() for w in ws} | set(FILLER) | {"."})
-    rng = np.random.default_rng(0)
-    vectors = tmp_path / "tiny.vec.txt"
-    vectors.write_text("".join(f"{w} {' '.join(f'{v:.4f}' for v in rng.normal(size=6))}\n" for w in words), encoding="utf-8")
+    vectors = write_tiny_vectors(tmp_path / "tiny.vec.txt")
     embeddings = open_embeddings(str(vectors), cache_dir=tmp_path / "cache")
     corpus = ClsCorpus(tiny_examples())
     classifier = TextClassifier.build(corpus, ClsModelConfig(architecture="gru", **TINY), ClsDataConfig(embeddings=str(vectors)), embeddings, seed=1)

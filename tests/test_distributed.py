@@ -438,15 +438,25 @@ def test_killed_worker_fails_the_command_without_hanging(corpora: tuple[Path, Pa
     try:
         workers = _wait_for_training(process, mark)
         assert sorted(workers) == [0, 1]
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    assert_killing_rank_1_ends_the_run(process, workers[1], mark)
+
+
+def assert_killing_rank_1_ends_the_run(process: subprocess.Popen, rank1_pid: int, mark: str) -> None:
+    """SIGKILL rank 1 of a running command: the command exits 1 within a minute, names the
+    killed worker without a traceback, and leaves no process behind."""
+    try:
         killed_at = time.monotonic()
-        os.kill(workers[1], signal.SIGKILL)
+        os.kill(rank1_pid, signal.SIGKILL)
         _, stderr = process.communicate(timeout=60)
         assert time.monotonic() - killed_at < 60
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 1
-    assert f"worker rank 1 (pid {workers[1]}) was killed by SIGKILL" in stderr
+    assert f"worker rank 1 (pid {rank1_pid}) was killed by SIGKILL" in stderr
     assert "Traceback" not in stderr
     assert _processes_with(mark) == []
 

@@ -328,6 +328,21 @@ def test_numpy_log_partition_declines_extreme_scores() -> None:
     assert torch.isfinite(loss).all() and torch.isfinite(emissions.grad).all()
 
 
+def test_numpy_log_partition_declines_batches_too_large_for_its_step_matrices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch.models import crf_numpy
+
+    crf = _random_crf(4, seed=2)
+    emissions = torch.randn(3, 10, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.ones(3, 10, dtype=torch.bool)
+    params = [p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
+    assert crf_numpy.log_partition(emissions.detach().numpy(), np.full(3, 10), *params) is not None
+    expected = crf.neg_log_likelihood(emissions, torch.zeros(3, 10, dtype=torch.long), mask)
+    monkeypatch.setattr(crf_numpy, "TRAINING_CELLS", 3 * 10 * 4 * 4 - 1)
+    assert crf_numpy.log_partition(emissions.detach().numpy(), np.full(3, 10), *params) is None
+    got = crf.neg_log_likelihood(emissions, torch.zeros(3, 10, dtype=torch.long), mask)  # the log-space CRF
+    assert torch.allclose(got, expected, atol=1e-9)
+
+
 @pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 8, 7, 9], [9, 1, 2, 1]])
 def test_tagging_outputs_equal_packed_whether_padded_or_packed(lengths: list[int]) -> None:
     """No padding (fused call), little padding (unpacked directions), mostly padding (packed)."""

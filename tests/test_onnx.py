@@ -11,6 +11,7 @@ import torch
 
 pytest.importorskip("onnxruntime")
 
+from conftest import trained_once, viterbi_from_crf_json  # noqa: E402
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
@@ -35,17 +36,16 @@ _CACHE: dict[str, SequenceLabeler] = {}
 
 
 def _trained(tmp_path: Path, data: Path, architecture: str) -> SequenceLabeler:
-    """One briefly trained model per architecture for the whole module (training dominates the
-    time of these tests); the tiny GROBID fixture is the same file every time."""
-    if architecture not in _CACHE:
+    """One briefly trained model per architecture (the tiny GROBID fixture is the same file every time)."""
+
+    def train() -> SequenceLabeler:
         corpus = read_labelled(data)
         labeler = SequenceLabeler.build(corpus, ModelConfig(architecture=architecture, **SMALL), DataConfig(),
                                         embeddings=_vectors(tmp_path, corpus), seed=1)
         labeler.fit(corpus, None, TrainConfig(max_epoch=1, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
-        _CACHE[architecture] = labeler
-    labeler = _CACHE[architecture]
-    labeler.runner = None
-    return labeler
+        return labeler
+
+    return trained_once(_CACHE, architecture, train)
 
 
 def _assert_same(torch_predictions, onnx_predictions) -> None:
@@ -125,7 +125,6 @@ def test_external_viterbi_from_json_equals_engine(tmp_path: Path, tiny_grobid: P
     out = export_labeler(labeler, tmp_path / "export")
     crf = json.loads((out / "crf.json").read_text())
     labels = json.loads((out / "labels.json").read_text())
-    trans, start, end = (np.asarray(crf[k]) for k in ("transitions", "start", "end"))
     session = onnxruntime.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
     sequences = read_labelled(tiny_grobid).sequences[:6]
     data = labeler.encode(sequences)
@@ -134,16 +133,8 @@ def test_external_viterbi_from_json_equals_engine(tmp_path: Path, tiny_grobid: P
     emissions = session.run(["emissions"], feed)[0]
     expected = labeler.predict(sequences)
     for row, sequence in enumerate(sequences):
-        em = emissions[row, : len(sequence)]
-        score, back = start + em[0], []
-        for t in range(1, len(em)):
-            total = score[:, None] + trans + em[t][None, :]
-            back.append(total.argmax(axis=0))
-            score = total.max(axis=0)
-        path = [int((score + end).argmax())]
-        for pointers in reversed(back):
-            path.append(int(pointers[path[-1]]))
-        assert [labels[k] for k in reversed(path)] == expected[row].labels
+        path = viterbi_from_crf_json(emissions[row, : len(sequence)], crf)
+        assert [labels[k] for k in path] == expected[row].labels
 
 
 def test_quantized_model_labels_every_token(tmp_path: Path, tiny_grobid: Path) -> None:

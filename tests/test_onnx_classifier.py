@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from test_classification import FILLER, KEYWORDS, TINY, tiny_examples, write_tiny_csv  # noqa: E402
+from test_classification import FILLER, KEYWORDS, TINY, tiny_examples, write_tiny_csv, write_tiny_vectors  # noqa: E402
 from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
 from textorch.config import TrainConfig  # noqa: E402
 from textorch.data.cls_readers import ClsCorpus, ClsExample  # noqa: E402
@@ -81,10 +81,7 @@ def test_multi_label_ensemble_with_thresholds(tmp_path: Path) -> None:
 def test_single_label_ensemble_and_pretrained_vectors(tmp_path: Path) -> None:
     from textorch.embeddings import open_embeddings
 
-    words = sorted({w for ws in KEYWORDS.values() for w in ws} | set(FILLER) | {"."})
-    rng = np.random.default_rng(0)
-    vectors = tmp_path / "tiny.vec.txt"
-    vectors.write_text("".join(f"{w} {' '.join(f'{v:.4f}' for v in rng.normal(size=6))}\n" for w in words), encoding="utf-8")
+    vectors = write_tiny_vectors(tmp_path / "tiny.vec.txt")
     embeddings = open_embeddings(str(vectors), cache_dir=tmp_path / "cache")
     classifier = _train(ClsCorpus(tiny_examples()), "gru_lstm", folds=3, embeddings=embeddings)
     _assert_onnx_equals_torch(classifier, tmp_path / "onnx")

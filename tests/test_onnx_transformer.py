@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from conftest import write_tiny_grobid  # noqa: E402
+from conftest import trained_once, viterbi_from_crf_json, write_tiny_grobid  # noqa: E402
 from tiny_transformer import write_tiny_bert  # noqa: E402
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.corpus import Corpus  # noqa: E402
@@ -41,14 +41,13 @@ _TRAINED: dict[str, SequenceLabeler] = {}
 
 
 def _trained(architecture: str, corpus: Corpus, bert_dir: Path) -> SequenceLabeler:
-    if architecture not in _TRAINED:
+    def train() -> SequenceLabeler:
         config = ModelConfig(architecture=architecture, transformer=str(bert_dir), **WINDOWS, **SMALL)
         labeler = SequenceLabeler.build(corpus, config, DataConfig(), seed=1)
         labeler.fit(corpus, None, TrainConfig(max_epoch=2, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
-        _TRAINED[architecture] = labeler
-    labeler = _TRAINED[architecture]
-    labeler.runner = None
-    return labeler
+        return labeler
+
+    return trained_once(_TRAINED, architecture, train)
 
 
 def _max_score_difference(expected, got) -> float:
@@ -93,19 +92,6 @@ def _most_central_windows(n: int, starts_of_words: list[int], content: int, stri
     return windows, chosen
 
 
-def _viterbi(em: np.ndarray, crf: dict) -> list[int]:
-    trans, start, end = (np.asarray(crf[k]) for k in ("transitions", "start", "end"))
-    score, back = start + em[0], []
-    for t in range(1, len(em)):
-        total = score[:, None] + trans + em[t][None, :]
-        back.append(total.argmax(axis=0))
-        score = total.max(axis=0)
-    path = [int((score + end).argmax())]
-    for pointers in reversed(back):
-        path.append(int(pointers[path[-1]]))
-    return path[::-1]
-
-
 def test_another_program_tags_from_the_export_directory_alone(corpus: Corpus, bert_dir: Path, tmp_path: Path) -> None:
     """What a Java/C++ program does: tokenizer.json + onnx-model.json windows + ONNX Runtime + crf.json."""
     import onnxruntime
@@ -145,7 +131,7 @@ def test_another_program_tags_from_the_export_directory_alone(corpus: Corpus, be
         feed = {"input_ids": input_ids, "attention_mask": attention, "word_index": word_index,
                 "mask": np.ones((1, len(sequence.tokens)), dtype=np.int64)}
         emissions = session.run(["emissions"], feed)[0][0]
-        assert [labels[k] for k in _viterbi(emissions, crf)] == prediction.labels
+        assert [labels[k] for k in viterbi_from_crf_json(emissions, crf)] == prediction.labels
     assert several > 0
 
 

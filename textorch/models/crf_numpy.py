@@ -338,14 +338,22 @@ class LogPartition:
     last: np.ndarray  # (B, T)
 
 
+TRAINING_CELLS = 4_000_000
+"""Largest ``B * L * T * T`` :func:`log_partition` takes on (32 MB of float64 step matrices)."""
+
+
 def log_partition(
     emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray
 ) -> LogPartition | None:
-    """:class:`LogPartition` of a batch; None when a step comes near float64 underflow (scores
-    hundreds of nats apart), where the caller should use the log-space CRF instead."""
+    """:class:`LogPartition` of a batch; None where the caller should use the log-space CRF
+    instead: when a step comes near float64 underflow (scores hundreds of nats apart), or when
+    the batch's step matrices would exceed ``TRAINING_CELLS`` (long GROBID sequences with many
+    labels: 32 x 3,000 tokens x 50 x 50 tags would be 2 GB)."""
+    batch, length, num_tags = emissions.shape
+    if batch * length * num_tags * num_tags > TRAINING_CELLS:
+        return None
     em = emissions.astype(np.float64, copy=False)
     trans, start, end = (a.astype(np.float64, copy=False) for a in (trans, start, end))
-    batch, length, num_tags = em.shape
     lengths = np.asarray(lengths)
     valid = np.arange(length)[None, :] < lengths[:, None]
     ragged = bool((lengths != length).any())

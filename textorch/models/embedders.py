@@ -107,7 +107,11 @@ class FeatureEmbedder(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.feature_ids is None:
             raise ValueError("this model needs feature columns but the batch has none")
-        parts = [emb(batch.feature_ids[..., i]) for i, emb in enumerate(self.embeddings)]
+        return self.embed(batch.feature_ids)
+
+    def embed(self, feature_ids: torch.Tensor) -> torch.Tensor:
+        """``(B, L, F)`` feature ids -> ``(B, L, output_dim)`` (the ONNX export calls this too)."""
+        parts = [emb(feature_ids[..., i]) for i, emb in enumerate(self.embeddings)]
         return torch.tanh(self.projection(torch.cat(parts, dim=-1)))
 
 

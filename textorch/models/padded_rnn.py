@@ -149,11 +149,12 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
     group = min(max(-(-rows // LENGTH_GROUPS), MIN_GROUP_ROWS), MAX_GROUP_ROWS)
     if rows <= group:
         return _final_states(rnn, x, lengths)
-    order = torch.argsort(lengths.to(x.device), stable=True)
+    lengths = lengths.to(x.device)
+    order = torch.argsort(lengths, stable=True)
     outputs = []
     for start in range(0, rows, group):
         members = order[start : start + group]
-        member_lengths = lengths.to(x.device)[members]
+        member_lengths = lengths[members]
         outputs.append(_final_states(rnn, x[members, : int(member_lengths.max())], member_lengths))
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(rows, device=order.device)

@@ -203,5 +203,4 @@ class Features(nn.Module):
         self.embedder = embedder
 
     def forward(self, feature_ids: torch.Tensor) -> torch.Tensor:
-        parts = [emb(feature_ids[..., i]) for i, emb in enumerate(self.embedder.embeddings)]
-        return torch.tanh(self.embedder.projection(torch.cat(parts, dim=-1)))
+        return self.embedder.embed(feature_ids)
