@@ -19,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -537,3 +538,27 @@ def test_classify_with_2_devices_equals_1_device(tmp_path: Path) -> None:
     two = _cli([*common, "--devices", "2"])
     assert len(json.loads(two.stdout)["classifications"]) == 48
     assert _without_volatile(two.stdout) == _without_volatile(one.read_text(encoding="utf-8"))
+
+
+def _padding_fill(lengths: np.ndarray, batches: list[list[int]]) -> float:
+    return float(sum(lengths[b].sum() for b in batches) / sum(lengths[b].max() * len(b) for b in batches))
+
+
+def test_bucket_batches_trades_padding_for_randomness() -> None:
+    lengths = np.random.default_rng(0).integers(1, 60, size=2000)
+    fills = {}
+    for bucket_batches in (1, 10, 50):
+        batches = bucketed_batches(lengths, 16, 7, 1, bucket_batches)
+        assert sorted(i for b in batches for i in b) == list(range(2000))
+        assert all(len(b) == 16 for b in batches)  # buckets are whole batches, 2000 = 125 x 16
+        fills[bucket_batches] = _padding_fill(lengths, batches)
+    assert fills[1] < 0.6 < fills[10] < fills[50]
+    # one batch per bucket: each batch is a slice of the epoch's permutation, kept as drawn
+    permutation = np.random.default_rng([7, 1]).permutation(2000)
+    unbucketed = bucketed_batches(lengths, 16, 7, 1, 1)
+    assert sorted(map(sorted, unbucketed)) == sorted(sorted(permutation[i : i + 16].tolist()) for i in range(0, 2000, 16))
+
+
+def test_bucket_batches_below_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--bucket-batches must be >= 1"):
+        TrainConfig(bucket_batches=0)

@@ -65,6 +65,7 @@ def _add_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--patience", type=int, default=t["patience"], help=f"early-stopping patience in epochs (default: {t['patience']})")
     parser.add_argument("--early-stop", type=true_or_false, default=t["early_stop"], metavar="true|false", help="stop on validation macro-F1 (default: true)")
     parser.add_argument("--clip-grad", type=float, default=t["clip_grad"], help=f"gradient norm clipping (default: {t['clip_grad']})")
+    parser.add_argument("--bucket-batches", type=int, default=t["bucket_batches"], help=f"batches per length bucket: more is faster, fewer gives more random batches (default: {t['bucket_batches']})")
     parser.add_argument("--seed", type=int, default=t["seed"], help=f"random seed for splits, initialisation and batches (default: {t['seed']})")
     parser.add_argument("--grad-accum", type=int, default=t["grad_accum"], metavar="K",
                         help="process each global batch in K micro-batches (same result, less memory; default: 1)")
@@ -82,7 +83,7 @@ def _configs(args: argparse.Namespace) -> tuple[ClsModelConfig, TrainConfig, Cls
     )
     train = TrainConfig(
         batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch, patience=args.patience,
-        early_stop=args.early_stop, clip_grad=args.clip_grad, seed=args.seed,
+        early_stop=args.early_stop, clip_grad=args.clip_grad, bucket_batches=args.bucket_batches, seed=args.seed,
         transformer_learning_rate=args.transformer_learning_rate, grad_accum=args.grad_accum, precision=args.precision,
         tensorboard_dir=args.tensorboard,
     )

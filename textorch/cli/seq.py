@@ -44,6 +44,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--early-stop", type=true_or_false, default=d["early_stop"], metavar="true|false", help="stop on validation F1 (default: true)")
     parser.add_argument("--max-sequence-length", type=int, default=d["max_sequence_length"], help="cut longer training sequences into pieces (default: 0, no limit)")
     parser.add_argument("--clip-grad", type=float, default=d["clip_grad"], help=f"gradient norm clipping (default: {d['clip_grad']})")
+    parser.add_argument("--bucket-batches", type=int, default=d["bucket_batches"], help=f"batches per length bucket: more is faster, fewer gives more random batches (default: {d['bucket_batches']})")
     parser.add_argument("--dropout", type=float, default=ModelConfig.dropout, help=f"dropout (default: {ModelConfig.dropout})")
     parser.add_argument("--seed", type=int, default=d["seed"], help=f"random seed for splits, initialisation and batches (default: {d['seed']})")
     parser.add_argument("--grad-accum", type=int, default=d["grad_accum"], metavar="K",
@@ -82,7 +83,7 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataCo
     )
     train = TrainConfig(
         batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch,
-        patience=args.patience, early_stop=args.early_stop, clip_grad=args.clip_grad,
+        patience=args.patience, early_stop=args.early_stop, clip_grad=args.clip_grad, bucket_batches=args.bucket_batches,
         max_sequence_length=args.max_sequence_length, seed=args.seed,
         grad_accum=args.grad_accum, precision=args.precision,
         transformer_learning_rate=args.transformer_learning_rate, warmup_fraction=args.warmup_fraction,

@@ -191,17 +191,17 @@ def _distinct_tokens(
 
 
 def bucketed_batches(
-    lengths: list[int] | np.ndarray, batch_size: int, seed: int, epoch: int, bucket_factor: int = 50
+    lengths: list[int] | np.ndarray, batch_size: int, seed: int, epoch: int, bucket_batches: int = 10
 ) -> list[list[int]]:
-    """Global batches for one epoch: shuffled, then sorted by length within large buckets.
+    """Global batches for one epoch: shuffled, then sorted by length within buckets.
 
-    Buckets of ``bucket_factor`` batches keep enough randomness for SGD while batching
-    sequences of similar length; the batch order is shuffled again afterwards.
+    Buckets of ``bucket_batches`` batches trade padding for randomness (``TrainConfig``
+    says what was measured); the batch order is shuffled again afterwards.
     """
     rng = np.random.default_rng([seed, epoch])
     lengths = np.asarray(lengths)
     order = rng.permutation(len(lengths))
-    bucket = batch_size * bucket_factor
+    bucket = batch_size * bucket_batches
     batches: list[list[int]] = []
     for start in range(0, len(order), bucket):
         chunk = order[start : start + bucket]

@@ -225,7 +225,7 @@ class Trainer:
         # Every process derives the same global batches from (seed, epoch): a new order each
         # epoch (what DistributedSampler.set_epoch gives) and no communication needed. A
         # resumed epoch skips the steps its checkpoint had done.
-        batches = bucketed_batches(lengths, config.batch_size, config.seed, epoch)
+        batches = bucketed_batches(lengths, config.batch_size, config.seed, epoch, config.bucket_batches)
         first = progress.step
         bar = tqdm(
             batches[first:],
@@ -283,7 +283,7 @@ class Trainer:
 
     def _probe(self, data: TrainingData, lengths: list[int]) -> None:
         """One forward/backward pass of the plain model (see :func:`wrap_for_training`)."""
-        first = bucketed_batches(lengths, self.config.batch_size, self.config.seed, 1)[0]
+        first = bucketed_batches(lengths, self.config.batch_size, self.config.seed, 1, self.config.bucket_batches)[0]
         local = plan_micro_batches(first, self.ctx, self.config.grad_accum)[0] or first[:1]
         with self.precision.autocast():
             output = self.model(data.batch(local).to(self.device))
