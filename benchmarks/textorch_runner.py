@@ -114,7 +114,8 @@ def cmd_tag(args: argparse.Namespace) -> None:
     sequences = read_for_tagging(args.input, args.format, labeler).sequences
     lengths = [len(s) for s in sequences]
     rows = tagging_rows(lambda data, b: labeler.predict(data, batch_size=b), sequences, lengths,
-                        args.batch_sizes, args.small_limit, args.repeats, args.min_seconds)
+                        args.batch_sizes, args.small_limit, args.repeats, args.min_seconds,
+                        forget=labeler.token_vector_cache.clear)
     emit({"system": "textorch", "engine": args.engine, "load_s": load_s, "rss_after_load_mb": rss_loaded, "tagging": rows,
           "n_sequences": len(sequences), "n_tokens": sum(lengths)})
 

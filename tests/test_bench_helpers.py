@@ -81,6 +81,34 @@ def test_table_ratios_targets_and_f1_difference():
     assert rows["tag tok/s, batch 256"]["ratio"] is None  # missing data is shown, not invented
 
 
+def test_seen_tokens_stream_is_compared_with_the_peers_only_stream():
+    job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
+    tagging = [{"key": job["key"],
+                "textorch": {"tagging": {"stream": {"tokens_per_s": 2000}, "stream_seen": {"tokens_per_s": 3000}}},
+                "textorch_onnx": {"tagging": {"stream": {"tokens_per_s": 4000}, "stream_seen": {"tokens_per_s": 4000}}},
+                "delft": {"tagging": {"stream": {"tokens_per_s": 1000}}}}]
+    rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
+    seen = rows["tag tok/s, one-sequence calls, tokens seen before"]
+    assert seen["delft"] == 1000 and seen["ratio"] == pytest.approx(3.0)
+    assert seen["target"] is None  # the issue's target is for the stream as it comes
+    assert rows["tag tok/s, one-sequence calls"]["met"] is False
+    assert not any("seen before (ONNX" in name for name in rows)
+
+
+def test_tagging_rows_forget_before_every_timed_pass_but_not_for_the_seen_stream():
+    events = []
+    tag = lambda data, batch_size: events.append(("tag", len(data), batch_size))  # noqa: E731
+    rows = runner_common.tagging_rows(tag, ["a b", "c", "d e f"], [2, 1, 3], [32], small_limit=2, repeats=2,
+                                      min_seconds=0.0, forget=lambda: events.append(("forget",)))
+    assert set(rows) == {"batch32", "stream", "stream_seen"}
+    assert rows["stream"]["n_tokens"] == 3 and rows["batch32"]["n_tokens"] == 6
+    batch_part = events[: 2 * 3]  # warm-up + 2 repeats, each forgetting first
+    assert batch_part == [("forget",), ("tag", 3, 32)] * 3
+    stream_part = events[6:15]
+    assert stream_part == [("forget",), ("tag", 1, 1), ("tag", 1, 1)] * 3
+    assert ("forget",) not in events[15:] and len(events[15:]) == 2 * 3
+
+
 class _FakeCounter:
     """Stands for FlopCounterMode: its total grows by 1000 each time it is read."""
 

@@ -26,6 +26,7 @@ from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
 from textorch.models.embedders import encode_token_types, rows_encoder
+from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import (
     Architecture,
     build_rnn_tagger_v1,
@@ -64,12 +65,16 @@ class EncodedData:
         batch = collate(self.encoded, indices, self.word_table, token_vectors, char_rows)
         return self.windows.extend(batch) if self.windows is not None else batch
 
-    def token_vectors(self, encoder: torch.nn.Module | None, device: torch.device | str) -> torch.Tensor | None:
+    def token_vectors(
+        self, encoder: torch.nn.Module | None, device: torch.device | str, cache: TokenVectorCache | None = None,
+    ) -> torch.Tensor | None:
         """The output of ``encoder`` (the model's character encoder, or None: it has none) for
-        every token type here."""
+        every token type here; ``cache`` keeps them across calls."""
         table = token_type_table(self.encoded) if encoder is not None else None
         if table is None:
             return None
+        if cache is not None:
+            return cache.vectors(encoder, table, device)
         return encode_token_types(encoder, torch.from_numpy(table).to(device))
 
 
@@ -113,6 +118,9 @@ class SequenceLabeler(LabelerAPI):
         self.model.to(self.device)
         self.word_table = WordTable(embeddings) if embeddings is not None else None
         self.training_result: TrainingResult | None = None
+        self.token_vector_cache = TokenVectorCache()
+        """Character-encoder outputs of tokens met by earlier ``predict`` calls (see
+        :mod:`textorch.models.token_vector_cache`)."""
         self.runner = None
         """Alternative network runner with the model's ``decode`` contract (``--engine onnx``, see
         :mod:`textorch.onnx.engine`); None runs the PyTorch network."""
@@ -218,7 +226,9 @@ class SequenceLabeler(LabelerAPI):
         if ctx.is_main:
             local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]
         mine = my_batches(batches, ctx)
-        token_vectors = data.token_vectors(self._char_encoder(), self.device) if self.runner is None and mine else None
+        token_vectors = None
+        if self.runner is None and mine:
+            token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
         on_cpu = self.device.type == "cpu"  # batches are built there: no copy to make
         for indices in mine:
             # An ONNX runner reads char_ids itself: no distinct-token rows to prepare for it.
