@@ -131,3 +131,15 @@ def test_a_cache_never_serves_another_encoder() -> None:
         b = cache.vectors(second, table, "cpu")
         assert torch.allclose(b, encode_token_types(second, torch.from_numpy(table)))
     assert not torch.allclose(a, b)
+
+
+def test_the_cache_works_outside_inference_mode_too() -> None:
+    torch.manual_seed(3)
+    encoder = CharBiLSTMEmbedder(12, 5, 3).eval()
+    cache = TokenVectorCache()
+    with torch.inference_mode():
+        cache.vectors(encoder, np.array([[3, 4, 5]]), "cpu")
+    got = cache.vectors(encoder, np.array([[6, 7, 0], [3, 4, 5]]), "cpu")  # grows the matrix in place
+    with torch.no_grad():
+        assert torch.allclose(got, encode_token_types(encoder, torch.from_numpy(np.array([[6, 7, 0], [3, 4, 5]]))))
+    assert cache.hits == 1 and cache.misses == 2

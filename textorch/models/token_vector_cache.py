@@ -34,7 +34,7 @@ class TokenVectorCache:
         self.max_entries = max_entries
         self._rows: dict[bytes, int] = {}
         self._matrix: torch.Tensor | None = None
-        self._source: tuple | None = None  # (encoder, parameters, versions, device), held strongly
+        self._source: tuple | None = None  # (encoder, parameters, _state, device), held strongly
         self.hits = 0
         self.misses = 0
 
@@ -50,6 +50,12 @@ class TokenVectorCache:
         (character ids, zero-padded), the ones seen before read from the cache."""
         if encoder.training or table.shape[0] == 0:
             return encode_token_types(encoder, torch.from_numpy(table).to(device))
+        return self._cached(encoder, table, device)
+
+    @torch.inference_mode()
+    def _cached(self, encoder: nn.Module, table: np.ndarray, device: torch.device | str) -> torch.Tensor:
+        """Kept vectors carry no autograd history: the matrix is an inference tensor, written in
+        place call after call, which PyTorch allows only in inference mode."""
         if not self._computed_by(encoder, device):
             self.clear()
             params = tuple(encoder.parameters())
