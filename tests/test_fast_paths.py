@@ -23,6 +23,7 @@ from textorch.labeler import SequenceLabeler
 from textorch.models.crf import CRF
 from textorch.models.crf_numpy import viterbi_with_confidence
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder
+from textorch.models import padded_rnn
 from textorch.models.padded_rnn import final_states, masked_padded_rnn, rnn_final_states, rnn_outputs
 
 
@@ -134,6 +135,43 @@ def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidire
     with torch.inference_mode():  # tagging takes the same unpacked route
         assert torch.allclose(rnn_final_states(rnn, x, lengths), expected_final, atol=1e-6)
         assert torch.allclose(rnn_outputs(rnn, x, lengths), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
+def test_training_rnn_in_length_groups_equals_packed_outputs_and_gradients(cell: type) -> None:
+    """A heavy-tailed batch (one 60-step row among short ones) runs in length groups when
+    training; outputs and gradients equal the packed computation's."""
+    torch.manual_seed(4)
+    rnn = cell(6, 4, batch_first=True, bidirectional=True)
+    lengths = torch.tensor([3, 60, 2, 5, 4, 3, 1, 6, 2, 5, 3, 4])
+    assert padded_rnn.length_groups(lengths) is not None
+    x = torch.randn(len(lengths), 60, 6, requires_grad=True)
+    weights = torch.randn(len(lengths), 60, 8)  # a loss that weighs every output differently
+
+    def grads_of(run) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        rnn.zero_grad()
+        x.grad = None
+        out = run()
+        (out * weights).sum().backward()
+        return out.detach(), [p.grad.clone() for p in rnn.parameters()] + [x.grad.clone()]
+
+    def packed() -> torch.Tensor:
+        out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+        return pad_packed_sequence(out, batch_first=True, total_length=60)[0]
+
+    expected, expected_grads = grads_of(packed)
+    got, got_grads = grads_of(lambda: rnn_outputs(rnn, x, lengths))
+    assert torch.allclose(got, expected, atol=1e-6)
+    for g, e in zip(got_grads, expected_grads):
+        assert torch.allclose(g, e, atol=1e-5)
+
+
+def test_length_groups_split_heavy_tails_only() -> None:
+    groups = padded_rnn.length_groups(torch.tensor([5, 7, 9, 873] + [10] * 28))
+    assert groups is not None and [g.tolist() for g in groups][-1] == [3]  # the long one alone
+    assert sorted(torch.cat(groups).tolist()) == list(range(32))
+    assert padded_rnn.length_groups(torch.tensor([14, 15, 16, 17, 18, 19, 20, 21] * 4)) is None
+    assert padded_rnn.length_groups(torch.tensor([7])) is None
 
 
 def _sequences() -> list[TokenSequence]:
