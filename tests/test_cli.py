@@ -108,6 +108,15 @@ def test_bad_option_value_exit_2(tiny_conll: Path, tmp_path: Path) -> None:
     assert result.returncode == 2 and "--batch-size" in result.stderr
 
 
+def test_bucket_batches_below_one_exits_2_and_writes_nothing(
+    tiny_conll: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--bucket-batches", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--bucket-batches must be >= 1, got 0" in err and "Traceback" not in err
+    assert not (tmp_path / "m").exists()
+
+
 def test_missing_model_directory(tmp_path: Path) -> None:
     text = tmp_path / "in.txt"
     text.write_text("hello\n")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
+from textorch.config import TrainConfig
 from textorch.data.encoding import EncodedSequence
 from textorch.data.word_table import WordTable
 
@@ -191,7 +192,8 @@ def _distinct_tokens(
 
 
 def bucketed_batches(
-    lengths: list[int] | np.ndarray, batch_size: int, seed: int, epoch: int, bucket_batches: int = 10
+    lengths: list[int] | np.ndarray, batch_size: int, seed: int, epoch: int,
+    bucket_batches: int = TrainConfig.bucket_batches,
 ) -> list[list[int]]:
     """Global batches for one epoch: shuffled, then sorted by length within buckets.
 

@@ -20,6 +20,8 @@ than packing when tagging a whole test set.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -132,6 +134,9 @@ STEP_COST_IN_ROWS = 3.3
 BiLSTM 150 -> 2 x 100: 22 us a step at batch 1, 185 us at batch 32, both directions)."""
 GROUP_COST_IN_ROW_STEPS = 60.0
 """Fixed cost of one more group (its calls, gathers and concatenation), in row-steps."""
+THREE_GROUP_ROWS = 128
+"""Largest batch whose three-group split is searched (every pair of cuts: rows squared cells,
+done each training step); larger batches are split in two at most."""
 
 
 def length_groups(lengths: torch.Tensor) -> list[torch.Tensor] | None:
@@ -154,7 +159,7 @@ def length_groups(lengths: torch.Tensor) -> list[torch.Tensor] | None:
     two = cost(k, s[k - 1]) + cost(rows - k, s[-1]) + GROUP_COST_IN_ROW_STEPS
     if two.min() < best_cost:
         best_cost, best_cuts = float(two.min()), (int(k[two.argmin()]),)
-    if rows <= 512:  # three groups: [0, i), [i, j), [j, rows)
+    if rows <= THREE_GROUP_ROWS:  # three groups: [0, i), [i, j), [j, rows)
         i, j = np.meshgrid(np.arange(1, rows), np.arange(1, rows), indexing="ij")
         three = cost(i, s[i - 1]) + cost(j - i, s[j - 1]) + cost(rows - j, s[-1]) + 2 * GROUP_COST_IN_ROW_STEPS
         three = np.where(j > i, three, np.inf)
@@ -171,16 +176,24 @@ def length_groups(lengths: torch.Tensor) -> list[torch.Tensor] | None:
 def _grouped_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor, groups: list[torch.Tensor]) -> torch.Tensor:
     """:func:`masked_padded_rnn` run group by group, each group padded to its own longest row."""
     steps = x.shape[1]
+
+    def run(part: torch.Tensor, part_lengths: torch.Tensor) -> torch.Tensor:
+        out = masked_padded_rnn(rnn, part, part_lengths)
+        return nn.functional.pad(out, (0, 0, 0, steps - part.shape[1]))  # back to the batch's steps
+
+    return _in_groups(run, x, lengths, groups)
+
+
+def _in_groups(run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor, lengths: torch.Tensor, groups: list[torch.Tensor]) -> torch.Tensor:
+    """``run(rows, their lengths)`` on each group of rows, cut to the group's longest row, the
+    results put back in the batch's row order. Gradients flow through the indexing."""
     lengths = lengths.to(x.device)
-    outputs, members = [], []
+    groups = [group.to(x.device) for group in groups]
+    outputs = []
     for group in groups:
-        group = group.to(x.device)
         group_lengths = lengths[group]
-        longest = int(group_lengths.max())
-        out = masked_padded_rnn(rnn, x[group, :longest], group_lengths)
-        outputs.append(nn.functional.pad(out, (0, 0, 0, steps - longest)))
-        members.append(group)
-    order = torch.cat(members)
+        outputs.append(run(x[group, : int(group_lengths.max())], group_lengths))
+    order = torch.cat(groups)
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(order.numel(), device=order.device)
     return torch.cat(outputs)[inverse]
@@ -214,16 +227,9 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
     group = min(max(-(-rows // LENGTH_GROUPS), MIN_GROUP_ROWS), MAX_GROUP_ROWS)
     if rows <= group:
         return _final_states(rnn, x, lengths)
-    lengths = lengths.to(x.device)
-    order = torch.argsort(lengths, stable=True)
-    outputs = []
-    for start in range(0, rows, group):
-        members = order[start : start + group]
-        member_lengths = lengths[members]
-        outputs.append(_final_states(rnn, x[members, : int(member_lengths.max())], member_lengths))
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(rows, device=order.device)
-    return torch.cat(outputs)[inverse]
+    order = torch.argsort(lengths.to(x.device), stable=True)
+    groups = [order[start : start + group] for start in range(0, rows, group)]
+    return _in_groups(lambda part, part_lengths: _final_states(rnn, part, part_lengths), x, lengths, groups)
 
 
 def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
