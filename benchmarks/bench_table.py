@@ -78,14 +78,21 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
                 continue
             d = d_tag.get("tagging", {}).get(PEER_METRIC.get(metric, metric), {}).get("tokens_per_s")
             rows.append(_row(job, metric, label, t, d, True))
-        onnx = tag.get("textorch_onnx") or {}
-        for metric, label in TAGGING:
-            if metric in PEER_METRIC:  # the ONNX engine keeps no character vectors
-                continue
-            t = onnx.get("tagging", {}).get(metric, {}).get("tokens_per_s")
-            d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
-            if t is not None:
-                rows.append(_row(job, metric, label + " (ONNX engine)", t, d, True))
+        for variant, suffix in (("textorch_onnx", " (ONNX engine)"), ("textorch_bf16", " (bf16)")):
+            other = tag.get(variant) or {}
+            for metric, label in TAGGING:
+                if metric in PEER_METRIC:  # one stream per variant: its caches emptied before each pass
+                    continue
+                t = other.get("tagging", {}).get(metric, {}).get("tokens_per_s")
+                d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
+                if t is not None:
+                    rows.append(_row(job, metric, label + suffix, t, d, True))
+        bf16_f1 = (tag.get("textorch_bf16") or {}).get("f1")
+        if bf16_f1 is not None and t_tag.get("f1") is not None:
+            # Not a comparison with DeLFT: textorch's seed-1 model in bf16 against itself in fp32.
+            rows.append({"job": job["key"], "metric": f"test F1 tagged in bf16 (fp32: {100 * t_tag['f1']:.2f}), change",
+                         "textorch": bf16_f1, "delft": None, "ratio": None,
+                         "diff_points": 100 * (bf16_f1 - t_tag["f1"]), "target": None, "met": None})
         rows.append(_row(job, "whole", "tag a file, whole process (s)", _median(t_tag.get("whole_process_s", [])),
                          _median(d_tag.get("whole_process_s", [])), False))
         rows.append(_row(job, "peak_rss", "peak RSS while tagging (MB)", t_tag.get("peak_rss_mb"),

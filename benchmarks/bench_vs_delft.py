@@ -133,7 +133,8 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
         print(f"tag   {system:8s} {job['key']} ...", end=" ", flush=True)
         payload, _ = r.runner(system, f"tag-{job['key']}", [
             "tag", "--model", str(models[system]), "--input", inputs[system], "--format", f.format,
-            "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"])])
+            "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]),
+            *(["--f1"] if system == "textorch" else [])])
         out[system] = payload or {}
         out[system]["model_dir_mb"] = _dir_mb(models[system])
         if payload:
@@ -147,6 +148,15 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]),
             "--engine", "onnx", "--onnx-dir", str(r.work / "onnx" / job["key"])])
         out["textorch_onnx"] = payload
+        if payload:
+            print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
+        # The PyTorch engine under bfloat16 autocast (--precision bf16), with the F1 it gives.
+        print(f"tag   textorch {job['key']} (bf16) ...", end=" ", flush=True)
+        payload, _ = r.runner("textorch", f"tag-bf16-{job['key']}", [
+            "tag", "--model", str(models["textorch"]), "--input", inputs["textorch"], "--format", f.format,
+            "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]),
+            "--precision", "bf16", "--f1"])
+        out["textorch_bf16"] = payload
         if payload:
             print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
     for i in range(settings["process_repeats"]):

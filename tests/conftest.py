@@ -73,11 +73,12 @@ def write_tiny_grobid(path: Path, n: int = 40) -> Path:
 
 def trained_once(cache: dict, key: str, train):
     """``train()`` once per ``key`` for a whole test module (training dominates such modules'
-    time), handed out with the PyTorch engine attached (a test may have attached ONNX)."""
+    time), handed out with the PyTorch engine in fp32 (a test may have attached ONNX or set bf16)."""
     if key not in cache:
         cache[key] = train()
     labeler = cache[key]
     labeler.runner = None
+    labeler.precision = "fp32"
     return labeler
 
 

@@ -95,6 +95,23 @@ def test_seen_tokens_stream_is_compared_with_the_peers_only_stream():
     assert not any("seen before (ONNX" in name for name in rows)
 
 
+def test_bf16_rows_and_the_f1_change_they_come_with():
+    job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
+    tagging = [{"key": job["key"],
+                "textorch": {"tagging": {"batch32": {"tokens_per_s": 2000}}, "f1": 0.9712},
+                "textorch_bf16": {"tagging": {"batch32": {"tokens_per_s": 2600}, "stream_seen": {"tokens_per_s": 9}},
+                                  "f1": 0.9690},
+                "delft": {"tagging": {"batch32": {"tokens_per_s": 1000}}}}]
+    rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
+    bf16 = rows["tag tok/s, batch 32 (bf16)"]
+    assert bf16["ratio"] == pytest.approx(2.6) and bf16["met"] is False and bf16["target"] == ">= 5x"
+    change = rows["test F1 tagged in bf16 (fp32: 97.12), change"]
+    assert change["diff_points"] == pytest.approx(-0.22) and change["delft"] is None and change["met"] is None
+    assert not any("seen before (bf16" in name for name in rows)
+    del tagging[0]["textorch"]["f1"]  # a run without --f1: no change row rather than a made-up one
+    assert not any("bf16 (fp32" in r["metric"] for r in bench_table.build_rows([job], [], tagging))
+
+
 def test_tagging_rows_forget_before_every_timed_pass_but_not_for_the_seen_stream():
     events = []
     tag = lambda data, batch_size: events.append(("tag", len(data), batch_size))  # noqa: E731

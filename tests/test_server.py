@@ -267,6 +267,15 @@ def test_model_specs(model_dirs: dict[str, Path]) -> None:
         load_models([str(model_dirs["ner"]), str(model_dirs["ner"])])
 
 
+def test_served_models_run_in_the_precision_asked_for(model_dirs: dict[str, Path]) -> None:
+    served = load_models([str(model_dirs["ner"]), str(model_dirs["sentiment"])], precision="bf16")
+    assert {name: (m.predictor.precision, m.describe()["precision"]) for name, m in served.items()} == {
+        "ner": ("bf16", "bf16"), "sentiment": ("bf16", "bf16")}
+    assert load_models([str(model_dirs["ner"])])["ner"].describe()["precision"] == "fp32"
+    with pytest.raises(ConfigError, match="--precision bf16 needs --engine torch"):
+        load_models([str(model_dirs["ner"])], engine="onnx", precision="bf16")
+
+
 def test_serve_command_refuses_a_missing_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["serve", "--model", str(tmp_path / "missing")]) == 2
     assert "missing" in capsys.readouterr().err

@@ -30,6 +30,7 @@ from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.eval.cls_metrics import ClassCounts
+from textorch.inference_precision import inference_autocast
 from textorch.model_dir import load_model_dir, save_model_dir
 from textorch.models.classifiers import (
     CLS_BUILDERS,
@@ -135,6 +136,9 @@ class TextClassifier:
         """Alternative runner of the whole ensemble, ``runner.logits(batch)`` (``--engine onnx``, see
         :mod:`textorch.onnx.engine`); None runs the PyTorch network. Single members (training,
         validation) always run in PyTorch."""
+        self.precision = "fp32"
+        """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
+        ``bf16`` autocast (``--precision``, see :mod:`textorch.inference_precision`)."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -304,7 +308,8 @@ class TextClassifier:
     def _decode(self, data: EncodedTexts, indices: list[int], member: int | None) -> np.ndarray:
         if self.runner is not None and member is None:
             return self.runner.logits(data.batch(indices)).float().numpy()
-        return self.network(data.batch(indices).to(self.device), member).float().cpu().numpy()
+        with inference_autocast(self.precision, self.device):
+            return self.network(data.batch(indices).to(self.device), member).float().cpu().numpy()
 
     def count_encoded(self, data: EncodedTexts, member: int | None = None, ctx: DistContext | None = None,
                       batch_size: int = 64) -> ClassCounts:

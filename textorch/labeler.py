@@ -25,6 +25,7 @@ from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
+from textorch.inference_precision import inference_autocast
 from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import (
@@ -124,6 +125,9 @@ class SequenceLabeler(LabelerAPI):
         self.runner = None
         """Alternative network runner with the model's ``decode`` contract (``--engine onnx``, see
         :mod:`textorch.onnx.engine`); None runs the PyTorch network."""
+        self.precision = "fp32"
+        """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
+        ``bf16`` autocast (``--precision``, see :mod:`textorch.inference_precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
 
@@ -227,15 +231,18 @@ class SequenceLabeler(LabelerAPI):
             local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]
         mine = my_batches(batches, ctx)
         token_vectors = None
+        precision = inference_autocast("fp32" if self.runner is not None else self.precision, self.device)
         if self.runner is None and mine:
-            token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
+            with precision:
+                token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
         on_cpu = self.device.type == "cpu"  # batches are built there: no copy to make
         for indices in mine:
             # An ONNX runner reads char_ids itself: no distinct-token rows to prepare for it.
             batch = data.batch(indices, token_vectors, char_rows=self.runner is None)
             if not on_cpu:
                 batch = batch.to(self.device)
-            paths, scores = (self.runner or self.model).decode(batch, with_scores=with_scores)
+            with precision:
+                paths, scores = (self.runner or self.model).decode(batch, with_scores=with_scores)
             paths_np = paths.cpu().numpy() if isinstance(paths, torch.Tensor) else paths
             scores_np = scores.float().cpu().numpy() if isinstance(scores, torch.Tensor) else scores
             if not with_scores:

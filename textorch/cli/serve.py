@@ -24,7 +24,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     set_threads(args.threads)
     models = load_models(args.model, resolve_device(args.device, DistContext()), args.cache_dir,
-                         engine=args.engine, quantized=args.quantized, threads=args.threads)
+                         engine=args.engine, quantized=args.quantized, threads=args.threads, precision=args.precision)
     logger.info("serving %s on http://%s:%d (batch window %g ms, max batch %d)",
                 ", ".join(models), config.host, config.port, config.batch_window_ms, config.max_batch_size)
     serve_forever(create_app(models, config), config, log_level="debug" if args.verbose else "info")

@@ -45,7 +45,36 @@ def gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return x.reshape(batch * x.shape[1], -1)[(index + offsets).reshape(-1)].reshape(batch, steps, -1)
 
 
+ONEDNN_ROW_BUCKETS_FROM = 16
+"""Above this many rows a CPU recurrent call is padded to a few row counts per doubling.
+
+oneDNN builds (and JIT-compiles) a kernel for every new input shape: 1-2 ms in fp32, about
+3 ms in bf16, against 0.25 ms for a whole cached call of the character BiLSTM. Character rows
+are the distinct tokens of a batch, a new count nearly every training step (CoNLL-2003: 594
+shapes in 834 calls an epoch), so one epoch spent 0.42 s (fp32) or 2.7 s (bf16) building
+kernels; with rows rounded up (at most 4 sizes per doubling, 12 % padding on average) 0.11 s
+and 0.65 s. Padded rows are zeros whose outputs are dropped: results are unchanged."""
+
+
+def bucketed_rows(rows: int) -> int:
+    """``rows`` rounded up to one of four sizes per doubling above ``ONEDNN_ROW_BUCKETS_FROM``."""
+    if rows <= ONEDNN_ROW_BUCKETS_FROM:
+        return rows
+    step = 1 << (rows.bit_length() - 3)
+    return -(-rows // step) * step
+
+
 def _one_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
+    """One direction of one layer; on the CPU with rows padded to a bucket (``bucketed_rows``)."""
+    rows = x.shape[0]
+    padded = rows if x.is_cuda else bucketed_rows(rows)
+    if padded == rows:
+        return _one_direction_exact(rnn, x, layer, suffix)
+    x = nn.functional.pad(x, (0, 0, 0, 0, 0, padded - rows))
+    return _one_direction_exact(rnn, x, layer, suffix)[:rows]
+
+
+def _one_direction_exact(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
     names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
     if rnn.bias:
         names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]

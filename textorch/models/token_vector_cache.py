@@ -8,8 +8,9 @@ tokens over and over, yet each call ran the character BiLSTM again: two recurren
 The cache never serves a vector from other weights: it is tied to the encoder and parameter
 objects, the device, each parameter's storage, dtype and version counter (PyTorch bumps it on
 in-place changes such as ``load_state_dict``), and the count of optimizer steps taken in the
-process (the fused Adam step changes weights without bumping version counters). It is used in
-eval mode only.
+process (the fused Adam step changes weights without bumping version counters), and to the
+autocast state the vectors were computed under (``--precision bf16`` vectors never serve an fp32
+call, nor the reverse). It is used in eval mode only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from textorch.inference_precision import autocast_state
 from textorch.models.embedders import encode_token_types
 
 MAX_ENTRIES = 100_000
@@ -34,7 +36,7 @@ class TokenVectorCache:
         self.max_entries = max_entries
         self._rows: dict[bytes, int] = {}
         self._matrix: torch.Tensor | None = None
-        self._source: tuple | None = None  # (encoder, parameters, _state, device), held strongly
+        self._source: tuple | None = None  # (encoder, parameters, _state, device, autocast), held strongly
         self.hits = 0
         self.misses = 0
 
@@ -59,7 +61,7 @@ class TokenVectorCache:
         if not self._computed_by(encoder, device):
             self.clear()
             params = tuple(encoder.parameters())
-            self._source = (encoder, params, _state(params), str(device))
+            self._source = (encoder, params, _state(params), str(device), autocast_state(device))
         widths = np.count_nonzero(table, axis=1)
         keys = [row[:width].tobytes() for row, width in zip(table, widths.tolist())]
         missing = self._missing(keys)
@@ -101,11 +103,12 @@ class TokenVectorCache:
 
     def _computed_by(self, encoder: nn.Module, device: torch.device | str) -> bool:
         """Whether the cached vectors came from these very weights: the same encoder and
-        parameter objects (held, so their ids cannot be reused), unchanged since, same device."""
+        parameter objects (held, so their ids cannot be reused), unchanged since, same device,
+        same autocast state."""
         if self._source is None:
             return False
-        source, params, state, source_device = self._source
-        if source is not encoder or source_device != str(device):
+        source, params, state, source_device, source_autocast = self._source
+        if source is not encoder or source_device != str(device) or source_autocast != autocast_state(device):
             return False
         current = tuple(encoder.parameters())
         return (len(current) == len(params) and all(a is b for a, b in zip(current, params))

@@ -43,6 +43,7 @@ class ServedModel:
             "labels": _labels(predictor),
             "device": str(getattr(predictor, "device", "cpu")),
             "engine": self.engine,
+            "precision": getattr(predictor, "precision", "fp32"),
         }
         if self.kind == TAGGER:
             info["n_features"] = predictor.n_features
@@ -90,16 +91,20 @@ def _loader(kind: str) -> Callable[..., Any]:
 
 
 def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir: str | None = None,
-                engine: str = "torch", quantized: bool = False, threads: int | None = None) -> dict[str, ServedModel]:
+                engine: str = "torch", quantized: bool = False, threads: int | None = None,
+                precision: str = "fp32") -> dict[str, ServedModel]:
     """Load every ``--model``; all are checked before the server binds its port.
 
     ``engine="onnx"`` runs each model with ONNX Runtime from ``DIR/onnx``, exported there first
     when absent or older than the model (into a temporary directory when ``DIR`` is read-only),
     as ``seq tag --engine onnx`` does: a served model answers exactly what the CLI would.
+    ``precision="bf16"`` runs the PyTorch networks under bfloat16 autocast (``--precision``).
     """
+    from textorch.inference_precision import check_inference_precision
     from textorch.onnx.engine import attach_onnx, check_engine
 
     check_engine(engine, device, quantized)
+    check_inference_precision(precision, device, engine)
     models: dict[str, ServedModel] = {}
     for spec in specs:
         name, directory = parse_model_spec(spec)
@@ -110,6 +115,7 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
         if kind is None:
             raise ModelFormatError(f"{directory}: cannot serve a model of task {task!r}")
         predictor = _loader(kind)(directory, device=device, cache_dir=cache_dir)
+        predictor.precision = precision
         served_engine = "pytorch"
         if engine == "onnx":
             export = attach_onnx(predictor, directory, quantized=quantized, threads=threads)
