@@ -45,13 +45,13 @@ def _row(job: dict, metric: str, label: str, t: float | None, d: float | None, h
             "target": None if target is None else (f">= {target:g}x" if higher else f"<= {target:g}x"), "met": met}
 
 
-def _f1_row(job: dict, runs: dict) -> dict:
-    f1 = {s: [r["f1"] for r in runs.get(s, [])] for s in ("textorch", "delft")}
-    t = statistics.fmean(f1["textorch"]) if f1["textorch"] else None
+def _f1_row(job: dict, runs: dict, ours: str = "textorch", suffix: str = "") -> dict:
+    f1 = {s: [r["f1"] for r in runs.get(s, [])] for s in (ours, "delft")}
+    t = statistics.fmean(f1[ours]) if f1[ours] else None
     d = statistics.fmean(f1["delft"]) if f1["delft"] else None
     diff = t - d if t is not None and d is not None else None
-    n = min(len(f1["textorch"]), len(f1["delft"]))
-    return {"job": job["key"], "metric": f"test F1, mean of {n} seed(s)", "textorch": t, "delft": d,
+    n = min(len(f1[ours]), len(f1["delft"]))
+    return {"job": job["key"], "metric": f"test F1, mean of {n} seed(s){suffix}", "textorch": t, "delft": d,
             "ratio": None, "diff_points": None if diff is None else 100 * diff,
             "target": ">= -0.3 pt", "met": None if diff is None else diff >= -F1_TOLERANCE}
 
@@ -70,6 +70,10 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
         rows.append(_row(job, "fit", "train tok/s (with validation)", med("textorch", "fit_tokens_per_s"),
                          med("delft", "fit_tokens_per_s"), True))
         rows.append(_f1_row(job, runs))
+        if runs.get("textorch_bf16"):  # textorch trained once more under bf16 autocast
+            rows.append(_row(job, "train", "train tok/s (epochs only), bf16 training",
+                             med("textorch_bf16", "train_tokens_per_s"), med("delft", "train_tokens_per_s"), True))
+            rows.append(_f1_row(job, runs, "textorch_bf16", ", bf16 training"))
         tag = by_job.get(job["key"], {})
         t_tag, d_tag = tag.get("textorch") or {}, tag.get("delft") or {}
         for metric, label in TAGGING:

@@ -80,7 +80,7 @@ def cmd_supports(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     model_config, data_config = _configs(args)
     train_config = TrainConfig(seed=args.seed, max_epoch=args.epochs, batch_size=args.batch_size,
-                               early_stop=True, patience=args.patience)
+                               early_stop=True, patience=args.patience, precision=args.precision)
     outcome = train_tagger(args.train, args.output, model_config, train_config, data_config,
                            valid_path=args.valid, test_path=args.test, cache_dir=args.cache_dir)
     result = outcome.labeler.training_result
@@ -88,7 +88,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     epoch_s = sum(r.seconds for r in result.history)
     tokens = round(sum(r.tokens_per_s * r.seconds for r in result.history) / max(epochs, 1))
     emit({
-        "system": "textorch", "task": args.task, "architecture": args.architecture, "seed": args.seed,
+        "system": "textorch", "precision": args.precision, "task": args.task, "architecture": args.architecture, "seed": args.seed,
         "epochs": epochs, "n_train_sequences": outcome.splits.get("train"), "n_train_tokens": tokens,
         "fit_s": result.train_seconds, "valid_s": result.train_seconds - epoch_s,
         "train_tokens_per_s": tokens * epochs / max(epoch_s, 1e-9),
@@ -158,6 +158,7 @@ def main() -> None:
     p.add_argument("--patience", type=int, required=True)
     p.add_argument("--batch-size", type=int, required=True)
     p.add_argument("--output", default=None, help="model directory to write")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="training precision (autocast)")
     p.set_defaults(run=cmd_train)
 
     p = commands.add_parser("tag")

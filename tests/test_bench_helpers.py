@@ -81,6 +81,19 @@ def test_table_ratios_targets_and_f1_difference():
     assert rows["tag tok/s, batch 256"]["ratio"] is None  # missing data is shown, not invented
 
 
+def test_bf16_training_runs_get_their_own_rows():
+    job = {"key": "conll-BidLSTM_CRF", "task": "conll", "architecture": "BidLSTM_CRF"}
+    runs = [_run("textorch", 0.80, 9000), _run("delft", 0.79, 3000), _run("textorch_bf16", 0.78, 10000),
+            _run("textorch_bf16", 0.80, 9800)]
+    rows = {r["metric"]: r for r in bench_table.build_rows([job], runs, [])}
+    assert rows["train tok/s (epochs only)"]["textorch"] == 9000  # the bf16 runs stay out of the fp32 rows
+    bf16 = rows["train tok/s (epochs only), bf16 training"]
+    assert bf16["textorch"] == pytest.approx(9900) and bf16["ratio"] == pytest.approx(3.3) and bf16["met"] is True
+    f1 = rows["test F1, mean of 1 seed(s), bf16 training"]
+    assert f1["textorch"] == pytest.approx(0.79) and f1["diff_points"] == pytest.approx(0.0)
+    assert not any("bf16" in r["metric"] for r in bench_table.build_rows([job], runs[:2], []))
+
+
 def test_seen_tokens_stream_is_compared_with_the_peers_only_stream():
     job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
     tagging = [{"key": job["key"],
