@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from textorch.data.batching import collate, token_type_table
 from textorch.data.corpus import TokenSequence
-from textorch.data.encoding import SequenceEncoder
+from textorch.data.encoding import SequenceEncoder, casing_class
 from textorch.labeler import SequenceLabeler
 from textorch.models.crf import CRF
 from textorch.models.crf_numpy import viterbi_with_confidence
@@ -226,6 +226,38 @@ def test_encode_many_shares_token_types() -> None:
         assert [encoder.chars.items[i] for i in table[type_id] if i] == list(token)
     single = encoder.encode(sequences[0], with_labels=False)
     assert np.array_equal(single.char_ids, encoded[0].char_ids) and np.array_equal(single.casing_ids, encoded[0].casing_ids)
+
+
+def test_encode_many_equals_a_token_by_token_encoding() -> None:
+    """The whole-call NumPy encoding against the plain definition: per token, its character ids
+    (cut at max_char_length, unknown characters -> <unk>), casing class, feature ids and label."""
+    rows = [("John", "Xxxx", "B-PER"), ("lives", "xxxx", "O"), ("in", "xx", "O"), ("Paris", "Xxxx", "B-LOC")]
+    train = [TokenSequence([t for t, _, _ in rows], [lab for _, _, lab in rows], [[t, f] for t, f, _ in rows])]
+    encoder = SequenceEncoder.fit(train, [1], max_char_length=6)
+    texts = [["John", "☃☃", "Paris"], [], ["Supercalifragilistic", "in", "1999", "UN", "☃☃"], ["in"]]
+    sequences = [TokenSequence(tokens, ["B-PER"] + ["O"] * (len(tokens) - 1) if tokens else [],
+                               [[t, "Xxxx" if t[:1].isupper() else "zz"] for t in tokens]) for tokens in texts]
+    sequences.append(TokenSequence(["no", "features"], None, None))
+    encoded = encoder.encode_many(sequences, with_labels=True)
+    types: dict[str, int] = {}
+    for sequence, item in zip(sequences, encoded):
+        chars = [[encoder.chars.id(c) for c in token[:6]] for token in sequence.tokens]
+        width = max([len(c) for c in chars] + [1])
+        expected_chars = np.zeros((len(chars), width), dtype=np.int64)
+        for row, ids in enumerate(chars):
+            expected_chars[row, : len(ids)] = ids
+        assert item.char_ids.shape == expected_chars.shape and np.array_equal(item.char_ids, expected_chars)
+        assert item.casing_ids.tolist() == [casing_class(t) for t in sequence.tokens]
+        assert item.type_ids.tolist() == [types.setdefault(t, len(types)) for t in sequence.tokens]
+        features = [[encoder.features[0].id(f[1])] for f in sequence.features or [[t, "<pad>"] for t in sequence.tokens]]
+        if sequence.features is None:
+            features = [[0] for _ in sequence.tokens]
+        assert item.feature_ids.tolist() == features
+        labels = None if sequence.labels is None else [encoder.labels.id(lab) for lab in sequence.labels]
+        assert (None if item.label_ids is None else item.label_ids.tolist()) == labels
+    assert encoded[1].char_ids.shape == (0, 1) and len(encoded[1]) == 0
+    assert encoded[2].char_ids.shape == (5, 6)  # "Supercalifragilistic" cut to 6 characters
+    assert encoder.encode_many([], with_labels=False) == []
 
 
 @pytest.mark.parametrize("embedder_class", [CharBiLSTMEmbedder, CharCNNEmbedder])

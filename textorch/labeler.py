@@ -197,9 +197,12 @@ class SequenceLabeler(LabelerAPI):
     # ----------------------------------------------------------------- inference
     def encode(self, sequences: list[TokenSequence], with_labels: bool = False) -> EncodedData:
         encoded = self.encoder.encode_many(sequences, with_labels=with_labels)
-        if self.word_table is not None:
-            for item, sequence in zip(encoded, sequences):
-                item.word_ids = self.word_table.index(sequence.tokens)
+        if self.word_table is not None and encoded:
+            # One lookup for the whole call, then a view per sequence.
+            word_ids = self.word_table.index([token for sequence in sequences for token in sequence.tokens])
+            bounds = np.cumsum([len(item) for item in encoded])[:-1]
+            for item, ids in zip(encoded, np.split(word_ids, bounds)):
+                item.word_ids = ids
         windows = None
         if self.transformer is not None:
             windows = self.transformer.collator(self.transformer.align([s.tokens for s in sequences]))
