@@ -31,24 +31,31 @@ def _labeler(tiny_conll: Path) -> SequenceLabeler:
 
 
 def _sequences() -> list[TokenSequence]:
+    """Ten sequences: enough for one batch to run in bf16 (``BF16_MIN_ROWS``)."""
     texts = ["John lives in Paris .", "Mary met Peter in Rome", "EU rejects German call to boycott British lamb .",
-             "Paris , Paris , Madrid", "Peter Blackburn"]
+             "Paris , Paris , Madrid", "Peter Blackburn", "The European Commission said on Thursday",
+             "Germany 's representative", "Spain and France", "Anna ☃ Berlin", "Rome"]
     return [TokenSequence(text.split()) for text in texts]
+
+
+def _emission_inputs(labeler: SequenceLabeler, seen: list[torch.dtype]):
+    """Record the dtype of the emission scores of every forward pass: bfloat16 under autocast."""
+    return labeler.model.head.emissions.register_forward_hook(lambda m, inputs, out: seen.append(out.dtype))
 
 
 def test_bf16_tagging_runs_in_bfloat16_and_stays_close_to_fp32(tiny_conll: Path) -> None:
     labeler = _labeler(tiny_conll)
     sequences = _sequences()
-    seen: list[torch.dtype] = []  # what the emission layer receives: the BiLSTM's output
-    hook = labeler.model.head.emissions.register_forward_hook(lambda m, inputs, out: seen.append(inputs[0].dtype))
+    seen: list[torch.dtype] = []
+    hook = _emission_inputs(labeler, seen)  # lengths 1-9: the word BiLSTM runs packed, in fp32
     try:
-        exact = labeler.predict(sequences, batch_size=2)
-        assert set(seen) == {torch.float32}
+        exact = labeler.predict(sequences, batch_size=10)
+        assert seen == [torch.float32]
         seen.clear()
         labeler.precision = "bf16"
         labeler.token_vector_cache.clear()
-        fast = labeler.predict(sequences, batch_size=2)
-        assert set(seen) == {torch.bfloat16}
+        fast = labeler.predict(sequences, batch_size=10)
+        assert seen == [torch.bfloat16]
     finally:
         hook.remove()
     labels = [(a, b) for p, q in zip(exact, fast) for a, b in zip(p.labels, q.labels)]
@@ -59,19 +66,45 @@ def test_bf16_tagging_runs_in_bfloat16_and_stays_close_to_fp32(tiny_conll: Path)
     assert all(isinstance(x, float) for p in fast for x in p.scores)
 
 
+def test_small_batches_stay_fp32_under_bf16(tiny_conll: Path) -> None:
+    """Below ``BF16_MIN_ROWS`` sequences bf16 costs more than it saves: such batches run fp32,
+    with exactly fp32's answers, while the call's full batches run bf16."""
+    labeler = _labeler(tiny_conll)
+    sequences = _sequences()
+    exact = labeler.predict(sequences, batch_size=8)
+    labeler.precision = "bf16"
+    seen: list[torch.dtype] = []
+    hook = _emission_inputs(labeler, seen)
+    try:
+        single = [labeler.predict([s], batch_size=1)[0] for s in sequences]
+        assert seen == [torch.float32] * len(sequences)
+        seen.clear()
+        labeler.predict(sequences, batch_size=8)  # 8 sequences, then the last 2
+        assert seen == [torch.bfloat16, torch.float32]
+    finally:
+        hook.remove()
+    assert np.allclose([x for p in single for x in p.scores], [x for p in exact for x in p.scores], atol=1e-6)
+
+
 def test_kept_character_vectors_never_cross_between_fp32_and_bf16(tiny_conll: Path) -> None:
     labeler = _labeler(tiny_conll)
     sequences = _sequences()
     kept, labeler.token_vector_cache = labeler.token_vector_cache, None
-    exact = labeler.predict(sequences, batch_size=1)
+    exact = labeler.predict(sequences, batch_size=10)
     labeler.precision = "bf16"
-    rounded = labeler.predict(sequences, batch_size=1)
+    rounded = labeler.predict(sequences, batch_size=10)
+    assert [p.scores for p in rounded] != [p.scores for p in exact]
     labeler.token_vector_cache, labeler.precision = kept, "bf16"
-    assert [p.scores for p in labeler.predict(sequences, batch_size=1)] == [p.scores for p in rounded]
-    labeler.precision = "fp32"  # the cache holds bf16 vectors now: they must not be served
-    assert [p.scores for p in labeler.predict(sequences, batch_size=1)] == [p.scores for p in exact]
-    labeler.precision = "bf16"
-    assert [p.scores for p in labeler.predict(sequences, batch_size=1)] == [p.scores for p in rounded]
+    assert [p.scores for p in labeler.predict(sequences, batch_size=10)] == [p.scores for p in rounded]
+    labeler.precision = "fp32"  # the cache holds bf16 vectors: they must not be served here
+    assert [p.scores for p in labeler.predict(sequences, batch_size=10)] == [p.scores for p in exact]
+    misses = kept.misses  # both kinds are kept now, apart: alternating calls compute nothing more
+    for precision, expected in (("bf16", rounded), ("fp32", exact), ("bf16", rounded)):
+        labeler.precision = precision
+        assert [p.scores for p in labeler.predict(sequences, batch_size=10)] == [p.scores for p in expected]
+    char_id = labeler.encoder.chars.id  # tokens of the same character ids share an entry
+    distinct = {tuple(char_id(c) for c in t) for s in sequences for t in s.tokens}
+    assert kept.misses == misses and len(kept) == 2 * len(distinct)
 
 
 def test_bf16_classification_stays_close_to_fp32() -> None:

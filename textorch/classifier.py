@@ -30,7 +30,7 @@ from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.eval.cls_metrics import ClassCounts
-from textorch.inference_precision import inference_autocast
+from textorch.inference_precision import batch_precision, inference_autocast
 from textorch.model_dir import load_model_dir, save_model_dir
 from textorch.models.classifiers import (
     CLS_BUILDERS,
@@ -138,7 +138,8 @@ class TextClassifier:
         validation) always run in PyTorch."""
         self.precision = "fp32"
         """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
-        ``bf16`` autocast (``--precision``, see :mod:`textorch.inference_precision`)."""
+        ``bf16`` autocast for batches of 8 texts or more (``--precision``, see
+        :mod:`textorch.inference_precision`)."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -308,7 +309,7 @@ class TextClassifier:
     def _decode(self, data: EncodedTexts, indices: list[int], member: int | None) -> np.ndarray:
         if self.runner is not None and member is None:
             return self.runner.logits(data.batch(indices)).float().numpy()
-        with inference_autocast(self.precision, self.device):
+        with inference_autocast(batch_precision(self.precision, len(indices)), self.device):
             return self.network(data.batch(indices).to(self.device), member).float().cpu().numpy()
 
     def count_encoded(self, data: EncodedTexts, member: int | None = None, ctx: DistContext | None = None,

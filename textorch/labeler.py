@@ -25,7 +25,7 @@ from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
-from textorch.inference_precision import inference_autocast
+from textorch.inference_precision import batch_precision, inference_autocast
 from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import (
@@ -127,7 +127,8 @@ class SequenceLabeler(LabelerAPI):
         :mod:`textorch.onnx.engine`); None runs the PyTorch network."""
         self.precision = "fp32"
         """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
-        ``bf16`` autocast (``--precision``, see :mod:`textorch.inference_precision`)."""
+        ``bf16`` autocast for batches of 8 sequences or more (``--precision``, see
+        :mod:`textorch.inference_precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
 
@@ -234,9 +235,9 @@ class SequenceLabeler(LabelerAPI):
             local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]
         mine = my_batches(batches, ctx)
         token_vectors = None
-        precision = inference_autocast("fp32" if self.runner is not None else self.precision, self.device)
+        precision = "fp32" if self.runner is not None else self.precision
         if self.runner is None and mine:
-            with precision:
+            with inference_autocast(batch_precision(precision, len(nonempty)), self.device):
                 token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
         on_cpu = self.device.type == "cpu"  # batches are built there: no copy to make
         for indices in mine:
@@ -244,7 +245,7 @@ class SequenceLabeler(LabelerAPI):
             batch = data.batch(indices, token_vectors, char_rows=self.runner is None)
             if not on_cpu:
                 batch = batch.to(self.device)
-            with precision:
+            with inference_autocast(batch_precision(precision, len(indices)), self.device):
                 paths, scores = (self.runner or self.model).decode(batch, with_scores=with_scores)
             paths_np = paths.cpu().numpy() if isinstance(paths, torch.Tensor) else paths
             scores_np = scores.float().cpu().numpy() if isinstance(scores, torch.Tensor) else scores

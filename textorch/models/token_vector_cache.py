@@ -8,9 +8,10 @@ tokens over and over, yet each call ran the character BiLSTM again: two recurren
 The cache never serves a vector from other weights: it is tied to the encoder and parameter
 objects, the device, each parameter's storage, dtype and version counter (PyTorch bumps it on
 in-place changes such as ``load_state_dict``), and the count of optimizer steps taken in the
-process (the fused Adam step changes weights without bumping version counters), and to the
-autocast state the vectors were computed under (``--precision bf16`` vectors never serve an fp32
-call, nor the reverse). It is used in eval mode only.
+process (the fused Adam step changes weights without bumping version counters). Vectors
+computed under autocast (``--precision bf16``) are kept apart from fp32 ones, one store per
+autocast state, so neither ever serves the other and calls of both kinds keep their vectors.
+It is used in eval mode only.
 """
 
 from __future__ import annotations
@@ -24,9 +25,17 @@ from textorch.inference_precision import autocast_state
 from textorch.models.embedders import encode_token_types
 
 MAX_ENTRIES = 100_000
-"""Distinct tokens kept: at most about 30 MB with DeLFT's 50-wide character BiLSTM (20 MB of
-vectors, the rest keys). Past this the cache starts anew, so an endless stream of new tokens
-cannot grow it for ever."""
+"""Distinct tokens kept per autocast state: at most about 30 MB with DeLFT's 50-wide character
+BiLSTM (20 MB of vectors, the rest keys). Past this a store starts anew, so an endless stream
+of new tokens cannot grow it for ever."""
+
+
+class _Store:
+    """The vectors computed under one autocast state: row of each key, and the rows."""
+
+    def __init__(self) -> None:
+        self.rows: dict[bytes, int] = {}
+        self.matrix: torch.Tensor | None = None
 
 
 class TokenVectorCache:
@@ -34,18 +43,16 @@ class TokenVectorCache:
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
-        self._rows: dict[bytes, int] = {}
-        self._matrix: torch.Tensor | None = None
-        self._source: tuple | None = None  # (encoder, parameters, _state, device, autocast), held strongly
+        self._stores: dict[tuple, _Store] = {}  # by autocast state
+        self._source: tuple | None = None  # (encoder, parameters, _state, device), held strongly
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return sum(len(store.rows) for store in self._stores.values())
 
     def clear(self) -> None:
-        self._rows.clear()
-        self._matrix = None
+        self._stores.clear()
 
     def vectors(self, encoder: nn.Module, table: np.ndarray, device: torch.device | str) -> torch.Tensor:
         """``encode_token_types(encoder, table)``: ``(N, D)`` vectors of the rows of ``table``
@@ -61,58 +68,59 @@ class TokenVectorCache:
         if not self._computed_by(encoder, device):
             self.clear()
             params = tuple(encoder.parameters())
-            self._source = (encoder, params, _state(params), str(device), autocast_state(device))
+            self._source = (encoder, params, _state(params), str(device))
+        store = self._stores.setdefault(autocast_state(device), _Store())
         widths = np.count_nonzero(table, axis=1)
         keys = [row[:width].tobytes() for row, width in zip(table, widths.tolist())]
-        missing = self._missing(keys)
-        if missing and len(self._rows) + len(missing) > self.max_entries:
-            self.clear()  # memory stays bounded; this call's tokens come back at once
-            missing = self._missing(keys)
+        missing = _missing(store, keys)
+        if missing and len(store.rows) + len(missing) > self.max_entries:
+            store = self._stores[autocast_state(device)] = _Store()  # bounded; this call's tokens come back at once
+            missing = _missing(store, keys)
         self.misses += len(missing)
         self.hits += len(keys) - len(missing)
         if missing:
             fresh = encode_token_types(encoder, torch.from_numpy(table[list(missing.values())]).to(device))
-            self._append(fresh, list(missing))
-        rows = self._rows
-        index = torch.tensor([rows[key] for key in keys], dtype=torch.long, device=self._matrix.device)
-        return self._matrix.index_select(0, index)
+            self._append(store, fresh, list(missing))
+        rows = store.rows
+        index = torch.tensor([rows[key] for key in keys], dtype=torch.long, device=store.matrix.device)
+        return store.matrix.index_select(0, index)
 
-    def _missing(self, keys: list[bytes]) -> dict[bytes, int]:
-        """First position of each key not cached yet. Two token strings can share character
-        ids (unknown characters, cut-off tokens), and then share one row."""
-        rows = self._rows
-        missing: dict[bytes, int] = {}
-        for position, key in enumerate(keys):
-            if key not in rows and key not in missing:
-                missing[key] = position
-        return missing
-
-    def _append(self, fresh: torch.Tensor, keys: list[bytes]) -> None:
+    def _append(self, store: _Store, fresh: torch.Tensor, keys: list[bytes]) -> None:
         """Add rows, doubling the matrix when full (amortised O(1) per token) up to the bound."""
-        used = len(self._rows)
+        used = len(store.rows)
         needed = used + len(keys)
-        if self._matrix is None or needed > self._matrix.shape[0]:
+        if store.matrix is None or needed > store.matrix.shape[0]:
             capacity = max(needed, min(max(1024, 2 * needed), self.max_entries))
             grown = fresh.new_empty((capacity, fresh.shape[1]))
-            if self._matrix is not None:
-                grown[:used] = self._matrix[:used]
-            self._matrix = grown
-        self._matrix[used : used + len(keys)] = fresh
+            if store.matrix is not None:
+                grown[:used] = store.matrix[:used]
+            store.matrix = grown
+        store.matrix[used : used + len(keys)] = fresh
         for offset, key in enumerate(keys):
-            self._rows[key] = used + offset
+            store.rows[key] = used + offset
 
     def _computed_by(self, encoder: nn.Module, device: torch.device | str) -> bool:
-        """Whether the cached vectors came from these very weights: the same encoder and
-        parameter objects (held, so their ids cannot be reused), unchanged since, same device,
-        same autocast state."""
+        """Whether the kept vectors came from these very weights: the same encoder and
+        parameter objects (held, so their ids cannot be reused), unchanged since, same device."""
         if self._source is None:
             return False
-        source, params, state, source_device, source_autocast = self._source
-        if source is not encoder or source_device != str(device) or source_autocast != autocast_state(device):
+        source, params, state, source_device = self._source
+        if source is not encoder or source_device != str(device):
             return False
         current = tuple(encoder.parameters())
         return (len(current) == len(params) and all(a is b for a, b in zip(current, params))
                 and _state(current) == state)
+
+
+def _missing(store: _Store, keys: list[bytes]) -> dict[bytes, int]:
+    """First position of each key not in ``store`` yet. Two token strings can share character
+    ids (unknown characters, cut-off tokens), and then share one row."""
+    rows = store.rows
+    missing: dict[bytes, int] = {}
+    for position, key in enumerate(keys):
+        if key not in rows and key not in missing:
+            missing[key] = position
+    return missing
 
 
 def _state(params: tuple[torch.Tensor, ...]) -> tuple:
