@@ -152,3 +152,32 @@ def test_cli_tags_with_bf16_and_refuses_it_with_onnx(tmp_path: Path, tiny_conll:
                  "--engine", "onnx", "--precision", "bf16"]) == 2
     err = capsys.readouterr().err
     assert "--precision bf16 needs --engine torch" in err and "Traceback" not in err
+
+
+def test_the_bf16_lstm_probe_says_what_this_cpu_does() -> None:
+    from textorch.models.padded_rnn import cpu_lstm_takes_bf16
+
+    lstm = torch.nn.LSTM(3, 5, batch_first=True)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        try:
+            ran = lstm(torch.randn(2, 4, 3))[0].dtype == torch.bfloat16
+        except RuntimeError:  # AVX2-only CPUs: no oneDNN bfloat16 LSTM
+            ran = False
+    assert cpu_lstm_takes_bf16() is ran
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_lstms_run_fp32_under_bf16_where_the_cpu_cannot(monkeypatch: pytest.MonkeyPatch, bidirectional: bool) -> None:
+    from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
+
+    monkeypatch.setattr("textorch.models.padded_rnn.cpu_lstm_takes_bf16", lambda: False)
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(6, 4, batch_first=True, bidirectional=bidirectional).eval()
+    x, lengths = torch.randn(3, 7, 6), torch.tensor([7, 4, 1])
+    with torch.no_grad():
+        exact = rnn_outputs(lstm, x, lengths), rnn_final_states(lstm, x, lengths), rnn_outputs(lstm, x[:1], lengths[:1])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            guarded = rnn_outputs(lstm, x, lengths), rnn_final_states(lstm, x, lengths), rnn_outputs(lstm, x[:1], lengths[:1])
+            assert torch.is_autocast_enabled("cpu")  # switched off only around the recurrent layer
+    for a, b in zip(exact, guarded):
+        assert b.dtype == torch.float32 and torch.equal(a, b)

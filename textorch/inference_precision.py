@@ -43,9 +43,14 @@ def check_inference_precision(precision: str, device: torch.device | str = "cpu"
     if engine != "torch":
         raise ConfigError(f"--precision {precision} needs --engine torch (ONNX Runtime runs the exported fp32 "
                           "or int8 graph; see --quantized)")
+    warn_without_native_bf16(device)
+
+
+def warn_without_native_bf16(device: torch.device | str) -> None:
+    """Tagging and training alike: bf16 on a CPU without it is slower than fp32, never wrong."""
     if torch.device(device).type == "cpu" and not _cpu_has_native_bf16():
         logger.warning("this CPU has no native bfloat16 (AVX512-BF16 or AMX): --precision bf16 will be "
-                       "emulated and run slower than fp32")
+                       "emulated (LSTMs in fp32, see padded_rnn.cpu_lstm_takes_bf16) and run slower than fp32")
 
 
 def _cpu_has_native_bf16() -> bool:

@@ -20,6 +20,7 @@ than packing when tagging a whole test set.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -62,6 +63,43 @@ def bucketed_rows(rows: int) -> int:
         return rows
     step = 1 << (rows.bit_length() - 3)
     return -(-rows // step) * step
+
+
+@functools.cache
+def cpu_lstm_takes_bf16() -> bool:
+    """Whether oneDNN's CPU LSTM runs under bfloat16 autocast on this machine.
+
+    Without AVX512 (an AVX2-only CPU, say) PyTorch routes an autocast LSTM to a oneDNN bfloat16
+    primitive that does not exist there and raises ("could not create a primitive descriptor");
+    GRUs and packed LSTMs never go that way. Tried once on a tiny LSTM rather than read from CPU
+    flags, so that whatever oneDNN supports decides."""
+    lstm = nn.LSTM(4, 4, batch_first=True)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm(torch.zeros(1, 2, 4))
+    except RuntimeError:
+        return False
+    return True
+
+
+def _needs_fp32_lstm(rnn: nn.RNNBase, x: torch.Tensor) -> bool:
+    return (isinstance(rnn, nn.LSTM) and x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not cpu_lstm_takes_bf16())
+
+
+def _fp32_lstm_where_bf16_fails(run: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """Run ``run(rnn, x, lengths)`` with autocast off and ``x`` in float32 when this CPU's LSTM
+    cannot take bfloat16 (:func:`cpu_lstm_takes_bf16`): ``--precision bf16`` then still works,
+    its recurrent layers in fp32 and its matrix products in (emulated) bfloat16."""
+
+    @functools.wraps(run)
+    def guarded(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if not _needs_fp32_lstm(rnn, x):
+            return run(rnn, x, lengths)
+        with torch.autocast("cpu", enabled=False):
+            return run(rnn, x.float(), lengths)
+
+    return guarded
 
 
 def _one_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
@@ -145,6 +183,7 @@ def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
     return rnn(packed)
 
 
+@_fp32_lstm_where_bf16_fails
 def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
     if int(lengths.min()) == x.shape[1]:  # no padding at all (one sequence): the fused call
@@ -228,6 +267,7 @@ def _in_groups(run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: tor
     return torch.cat(outputs)[inverse]
 
 
+@_fp32_lstm_where_bf16_fails
 def rnn_final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The last layer's final state of each direction ``(B, directions * H)``; lengths >= 1."""
     if x.is_cuda and not _records_gradients(rnn):  # groups of similar lengths do better on the CPU

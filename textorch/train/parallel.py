@@ -16,6 +16,7 @@ from torch import nn
 from textorch.config import TrainConfig
 from textorch.data.batching import shard
 from textorch.errors import ConfigError
+from textorch.inference_precision import warn_without_native_bf16
 from textorch.train.dist import DistContext
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -70,6 +71,8 @@ class Precision:
             raise ConfigError("--precision fp16 needs a CUDA device; on CPU use bf16 or fp32")
         self.name = name
         self.device = device
+        if name == "bf16":
+            warn_without_native_bf16(device)
         self.scaler = torch.amp.GradScaler("cuda") if name == "fp16" else None
 
     def autocast(self) -> contextlib.AbstractContextManager:
