@@ -36,8 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_data  # noqa: E402
 import delft_env  # noqa: E402
+import torch  # noqa: E402
 from bench_table import build_rows, print_markdown  # noqa: E402
 from common import RESULTS, machine  # noqa: E402
+
+from textorch.inference_precision import cpu_has_native_bf16  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 VECTORS_NAME = "w2v-conll-grobid-100d"
@@ -159,6 +162,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
         out["textorch_onnx"] = payload
         if payload:
             print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
+    if models["textorch"].exists() and settings["bf16"]:
         # The PyTorch engine under bfloat16 autocast (--precision bf16), with the F1 it gives.
         print(f"tag   textorch {job['key']} (bf16) ...", end=" ", flush=True)
         payload, _ = r.runner("textorch", f"tag-bf16-{job['key']}", [
@@ -249,6 +253,11 @@ def main() -> int:
 
     bert, skip = (None, "BERT_CRF row left out (--no-bert)") if args.no_bert else _bert_job(r, settings["bert_epochs"])
     skipped = [skip] if skip else []
+    settings["bf16"] = cpu_has_native_bf16()
+    if not settings["bf16"]:  # emulated bfloat16 is slower than fp32: such rows would say nothing
+        skipped.append(f"bf16 rows left out: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no native "
+                       "bfloat16 (AVX512-BF16 or AMX)")
+        settings["bf16_train_tasks"] = []
     for line in skipped:
         print(line, flush=True)
     task_set = set(settings["tasks"]) | ({"date"} if bert else set())

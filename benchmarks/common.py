@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from textorch.inference_precision import cpu_has_native_bf16
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -35,6 +37,8 @@ def machine() -> dict:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # AVX2, AVX512, ...
+        "native_bf16": cpu_has_native_bf16(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -108,11 +109,14 @@ def test_crf_head_uses_the_numpy_path_only_without_gradients() -> None:
 @pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
 @pytest.mark.parametrize("layers,bidirectional,rows", [(1, True, 4), (2, True, 4), (1, False, 4), (1, True, 300)])
 def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidirectional: bool, rows: int) -> None:
-    """300 rows: final states run in groups of similar length (padded_rnn.final_states)."""
+    """300 rows, a long tail of lengths: final states run in groups of similar length
+    (padded_rnn.final_states)."""
     torch.manual_seed(0)
     rnn = cell(7, 5, num_layers=layers, batch_first=True, bidirectional=bidirectional)
     x = torch.randn(rows, 9, 7, requires_grad=True)
-    lengths = torch.tensor([9, 4, 1, 6]) if rows == 4 else torch.randint(1, 10, (rows,))
+    lengths = torch.tensor([9, 4, 1, 6]) if rows == 4 else torch.cat([torch.randint(1, 4, (rows - 20,)), torch.randint(5, 10, (20,))])
+    if rows > 4:
+        assert padded_rnn.length_groups(lengths, padded_rnn.FINAL_STATE_GROUP_COSTS) is not None
 
     def packed_run() -> tuple[torch.Tensor, torch.Tensor]:
         out, h_n = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
@@ -197,6 +201,30 @@ def test_cpu_recurrent_calls_see_bucketed_row_counts(monkeypatch: pytest.MonkeyP
     assert out.shape == (37, 7, 8) and torch.allclose(out, expected, atol=1e-6)
     for got, want in zip(got_grads, [p.grad for p in rnn.parameters()] + [x.grad]):
         assert torch.allclose(got, want, atol=1e-5)
+
+
+def _brute_force_cost(sizes: list[int], costs: padded_rnn.GroupCosts) -> float:
+    """Cheapest cost over every way to cut the sorted rows into 1..max_groups groups."""
+    s = sorted(sizes)
+    best = float("inf")
+    for k in range(costs.max_groups):
+        for cuts in itertools.combinations(range(1, len(s)), k):
+            bounds = (0, *cuts, len(s))
+            total = sum(s[b - 1] * (b - a + costs.step_cost_in_rows) + costs.group_cost for a, b in zip(bounds[:-1], bounds[1:]))
+            best = min(best, total)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_length_groups_find_the_cheapest_cuts(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([1, 2, 3, 5, 8, 13, 40, 200], size=int(rng.integers(2, 13))).tolist()
+    costs = padded_rnn.GroupCosts(step_cost_in_rows=3.3, group_cost=float(rng.choice([5.0, 60.0, 600.0])), max_groups=3)
+    groups = padded_rnn.length_groups(torch.tensor(sizes), costs)
+    parts = [[sizes[i] for i in g.tolist()] for g in groups] if groups else [sizes]
+    assert sorted(i for g in (groups or [torch.arange(len(sizes))]) for i in g.tolist()) == list(range(len(sizes)))
+    got = sum(max(p) * (len(p) + costs.step_cost_in_rows) + costs.group_cost for p in parts)
+    assert got == pytest.approx(_brute_force_cost(sizes, costs))
 
 
 def test_length_groups_split_heavy_tails_only() -> None:

@@ -129,7 +129,7 @@ def test_precision_checks(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.
         check_inference_precision("fp16")
     with pytest.raises(ConfigError, match="got 'int8'"):
         inference_autocast("int8", "cpu")
-    monkeypatch.setattr("textorch.inference_precision._cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("textorch.inference_precision.cpu_has_native_bf16", lambda: False)
     with caplog.at_level(logging.WARNING, logger="textorch.inference_precision"):
         check_inference_precision("bf16", "cpu")
     assert "no native bfloat16" in caplog.text

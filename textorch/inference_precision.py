@@ -48,12 +48,13 @@ def check_inference_precision(precision: str, device: torch.device | str = "cpu"
 
 def warn_without_native_bf16(device: torch.device | str) -> None:
     """Tagging and training alike: bf16 on a CPU without it is slower than fp32, never wrong."""
-    if torch.device(device).type == "cpu" and not _cpu_has_native_bf16():
+    if torch.device(device).type == "cpu" and not cpu_has_native_bf16():
         logger.warning("this CPU has no native bfloat16 (AVX512-BF16 or AMX): --precision bf16 will be "
                        "emulated (LSTMs in fp32, see padded_rnn.cpu_lstm_takes_bf16) and run slower than fp32")
 
 
-def _cpu_has_native_bf16() -> bool:
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX, as oneDNN sees it: where bfloat16 pays on this CPU."""
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a torch built without oneDNN
