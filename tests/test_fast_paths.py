@@ -352,10 +352,13 @@ def test_fast_dropout_keeps_the_expectation_and_is_identity_in_eval(p: float) ->
 
     torch.manual_seed(0)
     dropout = FastDropout(p)
-    x = torch.ones(200, 300, requires_grad=True)
+    x = torch.ones(201, 299, requires_grad=True)  # not a multiple of 8 elements
     y = dropout.train()(x)
     kept = (y != 0).float().mean().item()
     assert abs(kept - (1 - p)) < 0.01
+    flips = (y != 0).float().flatten()
+    for lag in (1, 7, 8, 64):  # neighbours (bits of one 64-bit draw too) are independent
+        assert abs(torch.corrcoef(torch.stack([flips[:-lag], flips[lag:]]))[0, 1].item()) < 0.02
     assert torch.allclose(y[y != 0], torch.full_like(y[y != 0], 1 / (1 - p)))
     assert abs(y.mean().item() - 1.0) < 0.02
     y.sum().backward()
