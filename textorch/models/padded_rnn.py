@@ -228,7 +228,9 @@ def length_groups(lengths: torch.Tensor, costs: GroupCosts = WORD_GROUP_COSTS) -
     ``best[k][j]``, the cheapest way to run the ``j`` shortest lengths in ``k`` groups.
     """
     sizes = lengths.detach().cpu().numpy()
-    if len(sizes) < 2:
+    # A split costs at least one more group and still runs the longest row: it can only pay
+    # when longest * (rows - 1) > group_cost. Tagging a few short sequences stops here.
+    if len(sizes) < 2 or int(sizes.max()) * (len(sizes) - 1) <= costs.group_cost:
         return None
     order = np.argsort(sizes, kind="stable")
     values, counts = np.unique(sizes, return_counts=True)
