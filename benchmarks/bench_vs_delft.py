@@ -36,7 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_data  # noqa: E402
 import delft_env  # noqa: E402
-import torch  # noqa: E402
 from bench_table import build_rows, print_markdown  # noqa: E402
 from common import RESULTS, machine  # noqa: E402
 
@@ -255,7 +254,7 @@ def main() -> int:
     skipped = [skip] if skip else []
     settings["bf16"] = cpu_has_native_bf16()
     if not settings["bf16"]:  # emulated bfloat16 is slower than fp32: such rows would say nothing
-        skipped.append(f"bf16 rows left out: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no native "
+        skipped.append(f"bf16 rows left out: this CPU ({machine()['cpu_capability']}) has no native "
                        "bfloat16 (AVX512-BF16 or AMX)")
         settings["bf16_train_tasks"] = []
     for line in skipped:

@@ -50,7 +50,7 @@ def warn_without_native_bf16(device: torch.device | str) -> None:
     """Tagging and training alike: bf16 on a CPU without it is slower than fp32, never wrong."""
     if torch.device(device).type == "cpu" and not cpu_has_native_bf16():
         logger.warning("this CPU has no native bfloat16 (AVX512-BF16 or AMX): --precision bf16 will be "
-                       "emulated (LSTMs in fp32, see padded_rnn.cpu_lstm_takes_bf16) and run slower than fp32")
+                       "emulated and run slower than fp32")
 
 
 def cpu_has_native_bf16() -> bool:

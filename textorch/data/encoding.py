@@ -128,13 +128,13 @@ class SequenceEncoder:
         for row, (chars, _) in enumerate(shapes):
             table[row, : len(chars)] = chars
         casing = np.fromiter((casing for _, casing in shapes), dtype=np.int64, count=len(shapes))[type_ids]
-        char_rows, token_widths = table[type_ids], widths[type_ids]
+        token_widths = widths[type_ids]
         encoded = []
         for i, sequence in enumerate(sequences):
             a, b = int(bounds[i]), int(bounds[i + 1])
             width = max(int(token_widths[a:b].max(initial=0)), 1)
-            encoded.append(EncodedSequence(
-                np.ascontiguousarray(char_rows[a:b, :width]), casing[a:b], self._feature_ids(sequence),
+            encoded.append(EncodedSequence(  # one gather per sequence, cut to its own widest token
+                table[type_ids[a:b], :width], casing[a:b], self._feature_ids(sequence),
                 self._labels_of(sequence, with_labels), None, type_ids[a:b],
             ))
         return encoded

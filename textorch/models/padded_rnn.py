@@ -233,10 +233,12 @@ def length_groups(lengths: torch.Tensor, costs: GroupCosts = WORD_GROUP_COSTS) -
     if len(sizes) < 2 or int(sizes.max()) * (len(sizes) - 1) <= costs.group_cost:
         return None
     order = np.argsort(sizes, kind="stable")
-    values, counts = np.unique(sizes, return_counts=True)
+    ordered = sizes[order]
+    # rows_before[j]: rows shorter than values[j], the j-th distinct length (from the one sort)
+    rows_before = np.concatenate([[0], np.flatnonzero(np.diff(ordered)) + 1, [len(ordered)]])
+    values = ordered[rows_before[:-1]]
     if len(values) < 2:
         return None
-    rows_before = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than values[j]
     # cost[i, j]: one group holding the lengths values[i:j] (rows rows_before[i]..rows_before[j])
     top = values.astype(np.float64)[None, :]
     n = rows_before[None, 1:] - rows_before[:-1, None]
