@@ -13,6 +13,11 @@ TAGGING = [("batch1", "tag tok/s, batch 1"), ("batch32", "tag tok/s, batch 32"),
            ("stream_seen", "tag tok/s, one-sequence calls, tokens seen before")]
 PEER_METRIC = {"stream_seen": "stream"}
 """DeLFT keeps nothing across calls: its stream is the same whatever it saw before."""
+VARIANTS = [("textorch_labels", ", labels only (DeLFT's output)"), ("textorch_onnx", " (ONNX engine)"),
+            ("textorch_onnx_int8", " (ONNX engine, int8)"), ("textorch_bf16", " (bf16)")]
+"""textorch's other tagging set-ups (bench_vs_delft's result keys), each compared with DeLFT's one."""
+F1_CHANGE = [("textorch_onnx_int8", "int8 (ONNX)"), ("textorch_bf16", "bf16")]
+"""Set-ups that change the numbers, with the F1 of their predictions against textorch's fp32 one."""
 F1_TOLERANCE = 0.003  # the issue: not below DeLFT's by more than 0.3 points
 
 
@@ -82,7 +87,7 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
                 continue
             d = d_tag.get("tagging", {}).get(PEER_METRIC.get(metric, metric), {}).get("tokens_per_s")
             rows.append(_row(job, metric, label, t, d, True))
-        for variant, suffix in (("textorch_onnx", " (ONNX engine)"), ("textorch_bf16", " (bf16)")):
+        for variant, suffix in VARIANTS:
             other = tag.get(variant) or {}
             for metric, label in TAGGING:
                 if metric in PEER_METRIC:  # one stream per variant: its caches emptied before each pass
@@ -91,12 +96,14 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
                 d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
                 if t is not None:
                     rows.append(_row(job, metric, label + suffix, t, d, True))
-        bf16_f1 = (tag.get("textorch_bf16") or {}).get("f1")
-        if bf16_f1 is not None and t_tag.get("f1") is not None:
-            # Not a comparison with DeLFT: textorch's seed-1 model in bf16 against itself in fp32.
-            rows.append({"job": job["key"], "metric": f"test F1 tagged in bf16 (fp32: {100 * t_tag['f1']:.2f}), change",
-                         "textorch": bf16_f1, "delft": None, "ratio": None,
-                         "diff_points": 100 * (bf16_f1 - t_tag["f1"]), "target": None, "met": None})
+        for variant, number_format in F1_CHANGE:
+            changed = (tag.get(variant) or {}).get("f1")
+            if changed is not None and t_tag.get("f1") is not None:
+                # Not a comparison with DeLFT: textorch's seed-1 model against itself in fp32.
+                rows.append({"job": job["key"],
+                             "metric": f"test F1 tagged in {number_format} (fp32: {100 * t_tag['f1']:.2f}), change",
+                             "textorch": changed, "delft": None, "ratio": None,
+                             "diff_points": 100 * (changed - t_tag["f1"]), "target": None, "met": None})
         rows.append(_row(job, "whole", "tag a file, whole process (s)", _median(t_tag.get("whole_process_s", [])),
                          _median(d_tag.get("whole_process_s", [])), False))
         rows.append(_row(job, "peak_rss", "peak RSS while tagging (MB)", t_tag.get("peak_rss_mb"),

@@ -109,18 +109,22 @@ def cmd_tag(args: argparse.Namespace) -> None:
         # The export (made once, outside the timing) goes to the work dir, not the model dir.
         from textorch.onnx.engine import attach_onnx
 
-        attach_onnx(labeler, args.model, export_dir=args.onnx_dir, threads=torch.get_num_threads())
+        attach_onnx(labeler, args.model, export_dir=args.onnx_dir, quantized=args.quantized,
+                    threads=torch.get_num_threads())
     labeler.precision = args.precision
     rss_loaded = peak_rss_mb()
     sequences = read_for_tagging(args.input, args.format, labeler).sequences
     lengths = [len(s) for s in sequences]
-    rows = tagging_rows(lambda data, b: labeler.predict(data, batch_size=b), sequences, lengths,
+    with_scores = not args.labels_only
+    rows = tagging_rows(lambda data, b: labeler.predict(data, batch_size=b, with_scores=with_scores), sequences, lengths,
                         args.batch_sizes, args.small_limit, args.repeats, args.min_seconds,
                         forget=labeler.token_vector_cache.clear)
     # Entity F1 of these very predictions on the (labelled) input, after the timing: what a
     # precision or an engine changes in the answers.
     f1 = float(labeler.evaluate(args.input)["f1"]) if args.f1 else None
-    emit({"system": "textorch", "engine": args.engine, "precision": args.precision, "load_s": load_s,
+    emit({"system": "textorch", "engine": args.engine, "precision": args.precision, "labels_only": args.labels_only,
+          "quantized": args.quantized,
+          "load_s": load_s,
           "rss_after_load_mb": rss_loaded, "tagging": rows, "n_sequences": len(sequences), "n_tokens": sum(lengths),
           "f1": f1})
 
@@ -171,8 +175,11 @@ def main() -> None:
     p.add_argument("--min-seconds", type=float, default=0.5, help="loop short calls to last at least this long")
     p.add_argument("--engine", choices=["torch", "onnx"], default="torch")
     p.add_argument("--onnx-dir", default=None, help="where the ONNX export is written (with --engine onnx)")
+    p.add_argument("--quantized", action="store_true", help="with --engine onnx: the dynamic int8 model")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="with --engine torch")
     p.add_argument("--f1", action="store_true", help="also score the predictions against the input's labels")
+    p.add_argument("--labels-only", action="store_true",
+                   help="tag without per-token confidences (DeLFT's tag gives CRF labels only)")
     p.set_defaults(run=cmd_tag)
 
     p = commands.add_parser("load")

@@ -178,3 +178,32 @@ def test_median_seconds_loops_short_calls():
     calls = []
     seconds, loops = runner_common.median_seconds(lambda: calls.append(1), repeats=3, min_seconds=0.01)
     assert loops > 1 and len(calls) == 1 + 3 * loops and seconds < 0.01
+
+
+def test_labels_only_rows_compare_the_same_output_as_the_peer():
+    job = {"key": "conll-BidLSTM_CRF", "task": "conll", "architecture": "BidLSTM_CRF"}
+    tagging = [{"key": job["key"],
+                "textorch": {"tagging": {"batch32": {"tokens_per_s": 3000}}},
+                "textorch_labels": {"tagging": {"batch32": {"tokens_per_s": 5500}, "stream": {"tokens_per_s": 900},
+                                                "stream_seen": {"tokens_per_s": 1200}}},
+                "delft": {"tagging": {"batch32": {"tokens_per_s": 1000}, "stream": {"tokens_per_s": 300}}}}]
+    rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
+    assert rows["tag tok/s, batch 32"]["ratio"] == pytest.approx(3.0)  # the default rows are unchanged
+    labels = rows["tag tok/s, batch 32, labels only (DeLFT's output)"]
+    assert labels["ratio"] == pytest.approx(5.5) and labels["met"] is True and labels["target"] == ">= 5x"
+    stream = rows["tag tok/s, one-sequence calls, labels only (DeLFT's output)"]
+    assert stream["ratio"] == pytest.approx(3.0) and stream["met"] is True
+    assert "tag tok/s, batch 256, labels only (DeLFT's output)" not in rows  # not measured: no row
+
+
+def test_int8_rows_come_with_their_f1_change():
+    job = {"key": "date-BERT_CRF", "task": "date", "architecture": "BERT_CRF"}
+    tagging = [{"key": job["key"],
+                "textorch": {"tagging": {"batch32": {"tokens_per_s": 900}}, "f1": 0.9048},
+                "textorch_onnx_int8": {"tagging": {"batch32": {"tokens_per_s": 1700}}, "f1": 0.9000},
+                "delft": {"tagging": {"batch32": {"tokens_per_s": 750}}}}]
+    rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
+    int8 = rows["tag tok/s, batch 32 (ONNX engine, int8)"]
+    assert int8["ratio"] == pytest.approx(1700 / 750) and int8["target"] == ">= 2x" and int8["met"] is True
+    change = rows["test F1 tagged in int8 (ONNX) (fp32: 90.48), change"]
+    assert change["diff_points"] == pytest.approx(-0.48) and change["delft"] is None

@@ -158,15 +158,17 @@ def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> 
 
 
 def tag_corpus(
-    labeler: SequenceLabeler, corpus: Corpus, batch_size: int, ctx: DistContext | None = None
+    labeler: SequenceLabeler, corpus: Corpus, batch_size: int, ctx: DistContext | None = None,
+    with_scores: bool = True,
 ) -> tuple[list[Prediction], float]:
     """Predictions and the time of the tagging itself (sequences in memory to labels).
 
     ``batch_size`` is per process; with several processes each tags its share and every
-    process receives all predictions in input order.
+    process receives all predictions in input order. ``with_scores=False`` when nothing will
+    read the confidences (CoNLL and GROBID output): a CRF then skips its forward-backward pass.
     """
     started = time.perf_counter()
-    predictions = labeler.predict(corpus.sequences, batch_size=batch_size, ctx=ctx)
+    predictions = labeler.predict(corpus.sequences, batch_size=batch_size, ctx=ctx, with_scores=with_scores)
     return predictions, time.perf_counter() - started
 
 

@@ -136,7 +136,9 @@ def _tag(args: argparse.Namespace) -> int:
         apply_engine_options(args, labeler)
         load_s = time.perf_counter() - started
         corpus = workflows.read_for_tagging(args.input, args.input_format, labeler)
-        predictions, tag_s = workflows.tag_corpus(labeler, corpus, args.batch_size, ctx)
+        # Only JSON output (text input) carries confidences; CoNLL and GROBID output is labels.
+        predictions, tag_s = workflows.tag_corpus(labeler, corpus, args.batch_size, ctx,
+                                                  with_scores=args.input_format == "text")
     if ctx.is_main:  # every process holds all predictions; one writes them
         _write_tagged(args, corpus, predictions, tag_s)
         if args.stats_json:

@@ -22,7 +22,7 @@ class Batch:
     """Tensors of one padded batch; ``indices`` are positions in the source list."""
 
     mask: torch.Tensor  # (B, L) bool
-    char_ids: torch.Tensor  # (B, L, C)
+    char_ids: torch.Tensor  # (B, L, C); (B, L, 0) when char_vectors are given (then nothing reads it)
     casing_ids: torch.Tensor  # (B, L)
     feature_ids: torch.Tensor | None  # (B, L, F)
     word_vectors: torch.Tensor | None  # (B, L, D)
@@ -74,7 +74,8 @@ def collate(
     if batch_size == 1:
         return _one_sequence(items[0], indices, word_table, token_vectors, char_rows)
     max_len = max(len(item) for item in items)
-    max_chars = max(item.char_ids.shape[1] for item in items)
+    # With the character vectors of every token type at hand, nothing reads padded characters.
+    max_chars = 0 if token_vectors is not None else max(item.char_ids.shape[1] for item in items)
     lengths = np.fromiter((len(item) for item in items), dtype=np.int64, count=batch_size)
     mask = np.arange(max_len)[None, :] < lengths[:, None]
     char_ids = np.zeros((batch_size, max_len, max_chars), dtype=np.int64)
@@ -88,8 +89,9 @@ def collate(
     label_ids = np.zeros((batch_size, max_len), dtype=np.int64) if first.label_ids is not None else None
     word_ids = np.zeros((batch_size, max_len), dtype=np.int64) if first.word_ids is not None else None
     for row, item in enumerate(items):
-        n, c = item.char_ids.shape
-        char_ids[row, :n, :c] = item.char_ids
+        n = len(item)
+        if max_chars:
+            char_ids[row, :n, : item.char_ids.shape[1]] = item.char_ids
         casing_ids[row, :n] = item.casing_ids
         if feature_ids is not None:
             feature_ids[row, :n] = item.feature_ids

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from textorch.data.batching import Batch
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
+from textorch.models.rows import select_rows
 
 
 class WordVectorEmbedder(nn.Module):
@@ -41,6 +42,9 @@ class CharBiLSTMEmbedder(nn.Module):
         """``(N, C)`` character ids -> ``(N, output_dim)``; all-padding rows give zeros."""
         char_lengths = (rows != 0).sum(dim=1)
         present = char_lengths > 0
+        if bool(present.all()):  # the usual case: no masking and scattering back
+            tokens = rows[:, : int(char_lengths.max())]
+            return rnn_final_states(self.lstm, self.embedding(tokens), char_lengths).to(self.embedding.weight.dtype)
         out = rows.new_zeros((rows.shape[0], self.output_dim), dtype=self.embedding.weight.dtype)
         if bool(present.any()):
             # Only real tokens go through the LSTM: padding tokens would be most of the work.
@@ -57,7 +61,7 @@ def per_token(encode_rows, batch: Batch) -> torch.Tensor:
     if batch.char_index is not None and (batch.char_vectors is not None or batch.char_rows is not None):
         vectors = batch.char_vectors if batch.char_vectors is not None else encode_rows(batch.char_rows)
         index = batch.char_index
-        return vectors[index.clamp(min=0)].masked_fill((index < 0).unsqueeze(-1), 0.0)
+        return select_rows(vectors, index.clamp(min=0)).masked_fill((index < 0).unsqueeze(-1), 0.0)
     b, l, c = batch.char_ids.shape
     return encode_rows(batch.char_ids.reshape(b * l, c)).reshape(b, l, -1)
 
