@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from textorch.models.padded_rnn import _flat_time_index, reverse_in_time, reverse_index
-from textorch.models.rows import permute_rows, select_rows
+from textorch.models.rows import inverse_permutation, permute_rows, select_rows
 
 
 def _grad_of(pick, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -29,8 +29,8 @@ def test_permute_rows_gradient_is_the_inverse_permutation() -> None:
     torch.manual_seed(1)
     x = torch.randn(9, 4)
     order = torch.randperm(9)
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(9)
+    inverse = inverse_permutation(order)
+    assert torch.equal(order[inverse], torch.arange(9)) and torch.equal(inverse[order], torch.arange(9))
     assert torch.equal(permute_rows(x, order, inverse), x[order])
     weights = torch.randn(9, 4)
     assert torch.allclose(_grad_of(lambda t: permute_rows(t, order, inverse), x, weights),

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from textorch.data.batching import Batch
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
-from textorch.models.rows import select_rows
+from textorch.models.rows import inverse_permutation, select_rows
 
 
 class WordVectorEmbedder(nn.Module):
@@ -146,6 +146,4 @@ def encode_token_types(encoder: nn.Module, table: torch.Tensor, chunk: int = 409
     by_length = table.index_select(0, order)
     vectors = torch.cat([encoder.encode_rows(by_length[start : start + chunk])
                          for start in range(0, table.shape[0], chunk)])
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel(), device=order.device)
-    return vectors.index_select(0, inverse)
+    return vectors.index_select(0, inverse_permutation(order))

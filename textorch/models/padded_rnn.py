@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from textorch.models.rows import permute_rows, select_rows
+from textorch.models.rows import inverse_permutation, permute_rows, select_rows
 
 
 def reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
@@ -302,9 +302,7 @@ def _in_groups(run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: tor
         group_lengths = lengths[group]
         outputs.append(run(x.index_select(0, group)[:, : int(group_lengths.max())], group_lengths))
     order = torch.cat(groups)
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel(), device=order.device)
-    return permute_rows(torch.cat(outputs), inverse, order)
+    return permute_rows(torch.cat(outputs), inverse_permutation(order), order)
 
 
 @_fp32_lstm_where_bf16_fails

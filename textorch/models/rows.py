@@ -19,6 +19,13 @@ def select_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return x.index_select(0, index.reshape(-1)).reshape(*index.shape, *x.shape[1:])
 
 
+def inverse_permutation(order: torch.Tensor) -> torch.Tensor:
+    """The index that puts rows taken in ``order`` back where they came from."""
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=order.device)
+    return inverse
+
+
 def permute_rows(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
     """``x[index]`` where ``index`` is a permutation of the rows and ``inverse`` its inverse.
 
