@@ -102,6 +102,9 @@ def _load(model_dir: str, cache_dir: str | None) -> SequenceLabeler:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
+    from textorch.onnx.engine import check_engine
+
+    check_engine(args.engine, "cpu", args.quantized, args.onnx_dir)  # --quantized alone would be ignored
     started = time.perf_counter()
     labeler = _load(args.model, args.cache_dir)
     load_s = time.perf_counter() - started
@@ -123,9 +126,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
     # precision or an engine changes in the answers.
     f1 = float(labeler.evaluate(args.input)["f1"]) if args.f1 else None
     emit({"system": "textorch", "engine": args.engine, "precision": args.precision, "labels_only": args.labels_only,
-          "quantized": args.quantized,
-          "load_s": load_s,
-          "rss_after_load_mb": rss_loaded, "tagging": rows, "n_sequences": len(sequences), "n_tokens": sum(lengths),
+          "quantized": args.quantized, "load_s": load_s, "rss_after_load_mb": rss_loaded, "tagging": rows, "n_sequences": len(sequences), "n_tokens": sum(lengths),
           "f1": f1})
 
 

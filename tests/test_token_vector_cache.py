@@ -159,3 +159,11 @@ def test_token_types_run_in_length_sorted_chunks_and_come_back_in_order() -> Non
         chunked = encode_token_types(encoder, torch.from_numpy(table), chunk=4)
     assert torch.allclose(chunked, one_by_one, atol=1e-6)
     assert chunked[5].abs().sum() == 0 and chunked[4].abs().sum() > 0
+
+
+def test_character_encoder_takes_no_rows_and_rows_without_characters() -> None:
+    encoder = CharBiLSTMEmbedder(n_chars=10, char_dim=3, hidden=2).eval()
+    with torch.no_grad():
+        assert encoder.encode_rows(torch.zeros((0, 4), dtype=torch.long)).shape == (0, 4)
+        only_padding = encoder.encode_rows(torch.zeros((2, 4), dtype=torch.long))
+    assert only_padding.shape == (2, 4) and only_padding.abs().sum() == 0

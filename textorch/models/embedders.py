@@ -42,17 +42,18 @@ class CharBiLSTMEmbedder(nn.Module):
         """``(N, C)`` character ids -> ``(N, output_dim)``; all-padding rows give zeros."""
         char_lengths = (rows != 0).sum(dim=1)
         present = char_lengths > 0
-        if bool(present.all()):  # the usual case: no masking and scattering back
-            tokens = rows[:, : int(char_lengths.max())]
-            return rnn_final_states(self.lstm, self.embedding(tokens), char_lengths).to(self.embedding.weight.dtype)
+        if rows.shape[0] and bool(present.all()):  # the usual case: nothing to mask or scatter back
+            return self._final_states(rows, char_lengths)
         out = rows.new_zeros((rows.shape[0], self.output_dim), dtype=self.embedding.weight.dtype)
         if bool(present.any()):
             # Only real tokens go through the LSTM: padding tokens would be most of the work.
-            tokens = rows[present]
-            lengths = char_lengths[present]
-            tokens = tokens[:, : int(lengths.max())]
-            out[present] = rnn_final_states(self.lstm, self.embedding(tokens), lengths).to(out.dtype)
+            out[present] = self._final_states(rows[present], char_lengths[present])
         return out
+
+    def _final_states(self, rows: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Final BiLSTM states of rows that all have characters (``lengths`` >= 1)."""
+        tokens = self.embedding(rows[:, : int(lengths.max())])
+        return rnn_final_states(self.lstm, tokens, lengths).to(self.embedding.weight.dtype)
 
 
 def per_token(encode_rows, batch: Batch) -> torch.Tensor:
