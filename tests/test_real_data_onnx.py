@@ -7,6 +7,7 @@ on a model trained on real data, whose scores are far from uniform.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +17,11 @@ pytest.importorskip("onnxruntime")
 
 from conftest import require_shared  # noqa: E402
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.data.corpus import Corpus  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
+from textorch.embeddings import open_embeddings  # noqa: E402
 from textorch.labeler import SequenceLabeler  # noqa: E402
 from textorch.onnx.engine import attach_onnx  # noqa: E402
-from textorch.workflows import train_tagger  # noqa: E402
 
 pytestmark = pytest.mark.real_data
 
@@ -27,38 +29,20 @@ TEST_EVERY = 10
 """Every tenth sequence of the corpus is test data (64 of 637), the rest trains the model."""
 
 
-def _split(corpus_file: Path, directory: Path) -> tuple[Path, Path]:
-    """Write train and test files cut from one GROBID training file at its blank separator lines."""
-    blocks, current = [], []
-    for line in corpus_file.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            current.append(line)
-        elif current:
-            blocks.append(current)
-            current = []
-    if current:
-        blocks.append(current)
-    train = [b for i, b in enumerate(blocks) if i % TEST_EVERY]
-    test = [b for i, b in enumerate(blocks) if not i % TEST_EVERY]
-    paths = directory / "train.txt", directory / "test.txt"
-    for path, part in zip(paths, (train, test)):
-        path.write_text("\n\n".join("\n".join(block) for block in part) + "\n", encoding="utf-8")
-    return paths
-
-
 @pytest.fixture(scope="module")
-def date_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
-    """A BidLSTM_CRF date model trained once for the module: (model dir, test file, PyTorch test scores)."""
-    corpus_file = require_shared("grobid/date/date-220311.train")
+def date_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Corpus, dict]:
+    """A BidLSTM_CRF date model trained once for the module: (model dir, test corpus, PyTorch test scores)."""
+    corpus = read_labelled(require_shared("grobid/date/date-220311.train"))
     vectors = require_shared("w2v-conll-grobid-100d.txt", kind="embeddings")
     directory = tmp_path_factory.mktemp("date-onnx")
-    train, test = _split(corpus_file, directory)
-    outcome = train_tagger(
-        str(train), str(directory / "model"), ModelConfig(), TrainConfig(seed=1, max_epoch=10, early_stop=False),
-        DataConfig(embeddings=str(vectors)), test_path=str(test), cache_dir=str(directory / "cache"),
-    )
-    assert outcome.splits["test"] == 64
-    return directory / "model", test, outcome.test_scores
+    train = replace(corpus, sequences=[s for i, s in enumerate(corpus.sequences) if i % TEST_EVERY])
+    test = replace(corpus, sequences=corpus.sequences[::TEST_EVERY])
+    assert len(test.sequences) == 64
+    embeddings = open_embeddings(str(vectors), cache_dir=directory / "cache")
+    labeler = SequenceLabeler.build(train, ModelConfig(), DataConfig(embeddings=str(vectors)), embeddings, seed=1)
+    labeler.fit(train, None, TrainConfig(seed=1, max_epoch=10, early_stop=False))
+    labeler.save(directory / "model")
+    return directory / "model", test, labeler.evaluate(test)
 
 
 def _load(model_dir: Path) -> SequenceLabeler:
@@ -68,10 +52,10 @@ def _load(model_dir: Path) -> SequenceLabeler:
 def test_onnx_engine_gives_pytorch_labels_and_scores_on_a_real_model(date_model) -> None:
     model_dir, test, torch_scores = date_model
     labeler = _load(model_dir)
-    sequences = read_labelled(test).sequences
-    expected = labeler.predict(sequences)
+    expected = labeler.predict(test.sequences)
     attach_onnx(labeler, model_dir, model_dir.parent / "onnx")
-    got = labeler.predict(sequences)
+    assert labeler.runner is not None
+    got = labeler.predict(test.sequences)
     assert [p.labels for p in got] == [p.labels for p in expected]
     for a, b in zip(expected, got):
         np.testing.assert_allclose(b.scores, a.scores, atol=1e-4)
@@ -81,10 +65,10 @@ def test_onnx_engine_gives_pytorch_labels_and_scores_on_a_real_model(date_model)
 def test_int8_model_changes_f1_by_under_one_point_on_a_real_model(date_model) -> None:
     model_dir, test, torch_scores = date_model
     labeler = _load(model_dir)
-    sequences = read_labelled(test).sequences
-    expected = labeler.predict(sequences, with_scores=False)
-    attach_onnx(labeler, model_dir, model_dir.parent / "onnx-int8", quantized=True)
-    got = labeler.predict(sequences, with_scores=False)
+    expected = labeler.predict(test.sequences, with_scores=False)
+    export = attach_onnx(labeler, model_dir, model_dir.parent / "onnx-int8", quantized=True)
+    assert labeler.runner is not None and (export / "model.int8.onnx").is_file()
+    got = labeler.predict(test.sequences, with_scores=False)
     agreement = np.mean([a == b for x, y in zip(expected, got) for a, b in zip(x.labels, y.labels)])
     assert agreement >= 0.98, agreement
     assert torch_scores["f1"] >= 0.9  # a trained model, so that the comparison means something
