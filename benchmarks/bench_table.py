@@ -96,12 +96,12 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
                 d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
                 if t is not None:
                     rows.append(_row(job, metric, label + suffix, t, d, True))
-        for variant, number_format in F1_CHANGE:
+        for variant, setup in F1_CHANGE:
             changed = (tag.get(variant) or {}).get("f1")
             if changed is not None and t_tag.get("f1") is not None:
                 # Not a comparison with DeLFT: textorch's seed-1 model against itself in fp32.
                 rows.append({"job": job["key"],
-                             "metric": f"test F1 tagged in {number_format} (fp32: {100 * t_tag['f1']:.2f}), change",
+                             "metric": f"test F1 tagged in {setup} (fp32: {100 * t_tag['f1']:.2f}), change",
                              "textorch": changed, "delft": None, "ratio": None,
                              "diff_points": 100 * (changed - t_tag["f1"]), "target": None, "met": None})
         rows.append(_row(job, "whole", "tag a file, whole process (s)", _median(t_tag.get("whole_process_s", [])),

@@ -137,31 +137,30 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
     models = {"delft": r.work / "models" / "delft" / f"bench-{tag}", "textorch": r.work / "models" / "textorch" / tag}
     inputs = {"delft": f.delft["test"], "textorch": f.textorch["test"]}
     out: dict = {"key": job["key"]}
+
+    def tag_args(system: str, *extra: str) -> list[str]:
+        """The runner's ``tag`` command on this job's model and test file, timing settings included."""
+        return ["tag", "--model", str(models[system]), "--input", inputs[system], "--format", f.format,
+                "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]), *extra]
+
     for system in ("delft", "textorch"):
         if not models[system].exists():
             out[system] = None
             continue
         print(f"tag   {system:8s} {job['key']} ...", end=" ", flush=True)
-        payload, _ = r.runner(system, f"tag-{job['key']}", [
-            "tag", "--model", str(models[system]), "--input", inputs[system], "--format", f.format,
-            "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]),
-            *(["--f1"] if system == "textorch" else [])])
+        payload, _ = r.runner(system, f"tag-{job['key']}", tag_args(system, *(["--f1"] if system == "textorch" else [])))
         out[system] = payload or {}
         out[system]["model_dir_mb"] = _dir_mb(models[system])
-        if payload:
-            print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
+        _print_rates(payload)
     if models["textorch"].exists():
         onnx_dir = str(r.work / "onnx" / job["key"])
         for stale in (onnx_dir, onnx_dir + "-int8"):  # an earlier run's exports
             shutil.rmtree(stale, ignore_errors=True)
         for variant, label, extra in _textorch_variants(onnx_dir, settings["bf16"]):
             print(f"tag   textorch {job['key']} ({label}) ...", end=" ", flush=True)
-            payload, _ = r.runner("textorch", f"tag-{variant}-{job['key']}", [
-                "tag", "--model", str(models["textorch"]), "--input", inputs["textorch"], "--format", f.format,
-                "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]), *extra])
+            payload, _ = r.runner("textorch", f"tag-{variant}-{job['key']}", tag_args("textorch", *extra))
             out[variant] = payload
-            if payload:
-                print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
+            _print_rates(payload)
     for i in range(settings["process_repeats"]):
         for system in ("delft", "textorch"):
             if not out.get(system):
@@ -183,6 +182,12 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             if payload is not None:
                 out[system].setdefault("whole_process_s", []).append(wall)
     return out
+
+
+def _print_rates(payload: dict | None) -> None:
+    """Ends the progress line of a tagging runner with its tokens per second per measurement."""
+    if payload:
+        print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
 
 
 def _textorch_variants(onnx_dir: str, bf16: bool) -> list[tuple[str, str, list[str]]]:

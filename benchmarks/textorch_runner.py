@@ -126,8 +126,8 @@ def cmd_tag(args: argparse.Namespace) -> None:
     # precision or an engine changes in the answers.
     f1 = float(labeler.evaluate(args.input)["f1"]) if args.f1 else None
     emit({"system": "textorch", "engine": args.engine, "precision": args.precision, "labels_only": args.labels_only,
-          "quantized": args.quantized, "load_s": load_s, "rss_after_load_mb": rss_loaded, "tagging": rows, "n_sequences": len(sequences), "n_tokens": sum(lengths),
-          "f1": f1})
+          "quantized": args.quantized, "load_s": load_s, "rss_after_load_mb": rss_loaded, "tagging": rows,
+          "n_sequences": len(sequences), "n_tokens": sum(lengths), "f1": f1})
 
 
 def cmd_load(args: argparse.Namespace) -> None:

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench_data  # noqa: E402
 import bench_table  # noqa: E402
+import bench_vs_delft  # noqa: E402
 import flops  # noqa: E402
 import runner_common  # noqa: E402
 
@@ -207,3 +208,38 @@ def test_int8_rows_come_with_their_f1_change():
     assert int8["ratio"] == pytest.approx(1700 / 750) and int8["target"] == ">= 2x" and int8["met"] is True
     change = rows["test F1 tagged in int8 (ONNX) (fp32: 90.48), change"]
     assert change["diff_points"] == pytest.approx(-0.48) and change["delft"] is None
+
+
+def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
+    class Files:
+        format = "grobid"
+        delft = {"test": "delft-test.txt"}
+        textorch = {"test": "textorch-test.txt"}
+
+    class FakeRunner:
+        work = tmp_path
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, list[str]]] = []
+
+        def runner(self, system, name, args):
+            self.calls.append((system, args))
+            return {"tagging": {"batch32": {"tokens_per_s": 1.0}}}, 0.0
+
+    job = {"key": "date-BidLSTM_CRF"}
+    for path in (tmp_path / "models" / "delft" / "bench-date-BidLSTM_CRF-s1", tmp_path / "models" / "textorch" / "date-BidLSTM_CRF-s1"):
+        path.mkdir(parents=True)
+    r = FakeRunner()
+    settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0}
+    out = bench_vs_delft.measure_tagging(r, job, Files(), settings)
+    assert [system for system, _ in r.calls] == ["delft", "textorch", "textorch", "textorch", "textorch"]
+    for system, args in r.calls:
+        assert args[:11] == ["tag", "--model", str(tmp_path / "models" / system / (("bench-" if system == "delft" else "")
+                             + "date-BidLSTM_CRF-s1")), "--input", f"{system}-test.txt", "--format", "grobid",
+                             "--repeats", "3", "--small-limit", "100"]
+    extras = [args[11:] for _, args in r.calls]
+    assert extras[0] == [] and extras[1] == ["--f1"]
+    assert extras[2] == ["--batch-sizes", "32", "256", "--labels-only"]
+    assert "--quantized" not in extras[3] and "--quantized" in extras[4]
+    assert extras[3][extras[3].index("--onnx-dir") + 1] != extras[4][extras[4].index("--onnx-dir") + 1]
+    assert set(out) == {"key", "delft", "textorch", "textorch_labels", "textorch_onnx", "textorch_onnx_int8"}

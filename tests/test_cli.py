@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from textorch.cli.main import main
+from textorch.data.readers import read_conll
+from textorch.labeler import SequenceLabeler
 
 FAST = ["--max-epoch", "2", "--batch-size", "8", "--learning-rate", "0.01", "--seed", "3"]
 
@@ -75,9 +77,6 @@ def test_tag_conll_tokens_only(tiny_conll: Path, tmp_path: Path) -> None:
     assert [r[0] for r in rows] == ["Anna", "lives", "in", "Paris", "John"]
     assert all(len(r) == 2 and (r[1] == "O" or r[1][:2] in ("B-", "I-")) for r in rows)
     # CoNLL output tags without confidences (no forward-backward pass): the same labels
-    from textorch.data.readers import read_conll
-    from textorch.labeler import SequenceLabeler
-
     labeler = SequenceLabeler.load(model)
     with_scores = labeler.predict(read_conll(str(tokens), labelled=False).sequences)
     assert [r[1] for r in rows] == [label for p in with_scores for label in p.labels]
