@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,40 @@ def test_both_numpy_crf_routes_equal_torch_crf(route_limit: int, monkeypatch: py
         bare_paths, none = crf_numpy.viterbi_with_confidence(emissions[rows].numpy(), lengths[rows].numpy(), *params,
                                                              with_confidence=False)
         assert none is None and np.array_equal(bare_paths, paths[rows])
+
+
+@pytest.mark.parametrize("route_limit", [0, 10**9])
+def test_numpy_viterbi_breaks_ties_towards_the_first_tag_on_every_route(route_limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole-number scores tie everywhere: every route (one sequence, small batch, general)
+    keeps the lowest-numbered previous tag, as the brute-force search below does."""
+    from textorch.models import crf_numpy
+
+    monkeypatch.setattr(crf_numpy, "_SMALL_INPUT_CELLS", route_limit)
+    rng = np.random.default_rng(5)
+    tags, length = 3, 4
+    trans, start, end = (rng.integers(0, 2, size).astype(np.float64) for size in ((tags, tags), tags, tags))
+    emissions = rng.integers(0, 2, (6, length, tags)).astype(np.float64)
+    lengths = np.array([4, 4, 2, 1, 3, 4])
+
+    def first_best(em: np.ndarray, n: int) -> list[int]:
+        # Viterbi by hand, ties to the lowest previous tag, then the lowest last tag
+        score, back = start + em[0], []
+        for t in range(1, n):
+            candidates = score[:, None] + trans
+            back.append(candidates.argmax(axis=0))
+            score = candidates.max(axis=0) + em[t]
+        path = [int((score + end).argmax())]
+        for pointers in reversed(back):
+            path.append(int(pointers[path[-1]]))
+        return path[::-1] + [0] * (length - n)
+
+    expected = [first_best(em, n) for em, n in zip(emissions, lengths)]
+    paths, _ = crf_numpy.viterbi_with_confidence(emissions, lengths, trans, start, end)
+    assert paths.tolist() == expected
+    for row in range(len(lengths)):
+        one, _ = crf_numpy.viterbi_with_confidence(emissions[row:row + 1, : lengths[row]], lengths[row:row + 1],
+                                                   trans, start, end, with_confidence=False)
+        assert one[0].tolist() == expected[row][: lengths[row]]
 
 
 def test_numpy_crf_ignores_padding_values() -> None:
@@ -286,6 +321,20 @@ def test_encode_many_equals_a_token_by_token_encoding() -> None:
     assert encoded[1].char_ids.shape == (0, 1) and len(encoded[1]) == 0
     assert encoded[2].char_ids.shape == (5, 6)  # "Supercalifragilistic" cut to 6 characters
     assert encoder.encode_many([], with_labels=False) == []
+
+
+def test_token_type_table_of_one_call_equals_the_table_rebuilt_from_its_sequences() -> None:
+    """``token_type_table`` returns the table ``encode_many`` kept; rebuilt from the sequences'
+    own character ids it must be the same, empty sequences included."""
+    sequences = _sequences()
+    sequences.insert(1, TokenSequence(tokens=[], labels=None, features=None))
+    encoder = SequenceEncoder.fit(sequences, [])
+    encoded = encoder.encode_many(sequences, with_labels=False)
+    kept = token_type_table(encoded)
+    assert kept is encoded[0].type_table
+    rebuilt = token_type_table([replace(item, type_table=None) for item in encoded])
+    assert rebuilt is not kept and np.array_equal(rebuilt, kept)
+    assert kept.shape[0] == len({t for s in sequences for t in s.tokens})
 
 
 @pytest.mark.parametrize("embedder_class", [CharBiLSTMEmbedder, CharCNNEmbedder])

@@ -167,6 +167,9 @@ def token_type_table(encoded: list[EncodedSequence]) -> np.ndarray | None:
     present = [item for item in encoded if len(item)]
     if not present:
         return None
+    shared = present[0].type_table
+    if shared is not None and all(item.type_table is shared for item in present):
+        return shared  # one encode_many call: its table is this one
     n_types = max(int(item.type_ids.max()) for item in present) + 1
     width = max(item.char_ids.shape[1] for item in present)
     table = np.zeros((n_types, width), dtype=np.int64)

@@ -48,9 +48,27 @@ class EncodedSequence:
     label_ids: np.ndarray | None  # (L,)
     word_ids: np.ndarray | None  # (L,)
     type_ids: np.ndarray | None = None  # (L,) same id = same token string, within one encode_many call
+    type_table: np.ndarray | None = None
+    """Character ids of every token type of that call, row = type id, shared by all its sequences
+    (``textorch.data.batching.token_type_table`` reads it instead of rebuilding it)."""
 
     def __len__(self) -> int:
         return len(self.casing_ids)
+
+
+def _widest_per_sequence(token_widths: np.ndarray, bounds: np.ndarray) -> list[int]:
+    """Characters of each sequence's widest token (at least 1), sequence ``i`` being
+    ``token_widths[bounds[i]:bounds[i + 1]]``: one NumPy reduction for all sequences, where a
+    ``max`` per sequence cost about 5 us each (a tenth of encoding CoNLL-2003's test set)."""
+    if len(bounds) == 2:  # one sequence (a stream of small calls): no reduction to set up
+        return [max(int(token_widths.max(initial=0)), 1)]
+    widest = np.ones(len(bounds) - 1, dtype=np.int64)
+    starts = bounds[:-1]
+    nonempty = np.flatnonzero(bounds[1:] > starts)
+    if len(nonempty):
+        # Between two non-empty sequences lie only empty ones: each segment is one sequence.
+        widest[nonempty] = np.maximum(np.maximum.reduceat(token_widths, starts[nonempty]), 1)
+    return widest.tolist()
 
 
 class SequenceEncoder:
@@ -128,14 +146,13 @@ class SequenceEncoder:
         for row, (chars, _) in enumerate(shapes):
             table[row, : len(chars)] = chars
         casing = np.fromiter((casing for _, casing in shapes), dtype=np.int64, count=len(shapes))[type_ids]
-        token_widths = widths[type_ids]
+        sequence_widths = _widest_per_sequence(widths[type_ids], bounds)
         encoded = []
         for i, sequence in enumerate(sequences):
             a, b = int(bounds[i]), int(bounds[i + 1])
-            width = max(int(token_widths[a:b].max(initial=0)), 1)
             encoded.append(EncodedSequence(  # one gather per sequence, cut to its own widest token
-                table[type_ids[a:b], :width], casing[a:b], self._feature_ids(sequence),
-                self._labels_of(sequence, with_labels), None, type_ids[a:b],
+                table[type_ids[a:b], : sequence_widths[i]], casing[a:b], self._feature_ids(sequence),
+                self._labels_of(sequence, with_labels), None, type_ids[a:b], table,
             ))
         return encoded
 

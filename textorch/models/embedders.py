@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from textorch.data.batching import Batch
+from textorch.models.cpu_linear import CpuLinear, linear
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
 from textorch.models.rows import inverse_permutation, select_rows
 
@@ -106,7 +107,7 @@ class FeatureEmbedder(nn.Module):
     def __init__(self, vocab_sizes: list[int], dim: int = 4, output_dim: int = 32) -> None:
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(size, dim, padding_idx=0) for size in vocab_sizes)
-        self.projection = nn.Linear(dim * len(vocab_sizes), output_dim)
+        self.projection = CpuLinear(dim * len(vocab_sizes), output_dim)
         self.output_dim = output_dim
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -117,7 +118,7 @@ class FeatureEmbedder(nn.Module):
     def embed(self, feature_ids: torch.Tensor) -> torch.Tensor:
         """``(B, L, F)`` feature ids -> ``(B, L, output_dim)`` (the ONNX export calls this too)."""
         parts = [emb(feature_ids[..., i]) for i, emb in enumerate(self.embeddings)]
-        return torch.tanh(self.projection(torch.cat(parts, dim=-1)))
+        return linear(torch.cat(parts, dim=-1), self.projection.weight, self.projection.bias, "tanh")
 
 
 def run_packed_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from textorch.models.cpu_linear import CpuLinear, TanhDense
 from textorch.models.crf import CRF
 
 
@@ -13,8 +14,8 @@ def emission_layer(input_dim: int, n_labels: int, dense_hidden: int = 0) -> nn.M
     first, as in DeLFT's BiLSTM family. The one-layer form keeps the parameter names of models
     saved before the dense layer existed."""
     if dense_hidden <= 0:
-        return nn.Linear(input_dim, n_labels)
-    return nn.Sequential(nn.Linear(input_dim, dense_hidden), nn.Tanh(), nn.Linear(dense_hidden, n_labels))
+        return CpuLinear(input_dim, n_labels)
+    return TanhDense(input_dim, dense_hidden, n_labels)
 
 
 class CRFHead(nn.Module):

@@ -16,6 +16,7 @@ from torch import nn
 
 from textorch.data.batching import Batch
 from textorch.errors import ConfigError
+from textorch.models.cpu_linear import use_onednn_linears
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
@@ -35,7 +36,7 @@ class TransformerEmbedder(nn.Module):
         # at build and load time, so the state dict keys always match.
         if getattr(encoder, "pooler", None) is not None:
             encoder.pooler = None
-        self.encoder = encoder
+        self.encoder = use_onednn_linears(encoder)
         self.output_dim = hidden_size
 
     def forward(self, batch: Batch) -> torch.Tensor:
