@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -477,6 +478,32 @@ def test_ctrl_c_stops_every_process(corpora: tuple[Path, Path], tmp_path: Path) 
     assert _processes_with(mark) == []
 
 
+def _communicate_all(nodes: list[subprocess.Popen], timeout: float) -> list[tuple[str, str]]:
+    """Every process's (stdout, stderr), read at the same time: one node blocked on a full pipe
+    must not stall the others. Past ``timeout`` all are killed and the failure shows what each
+    had written (a node that fails leaves the others waiting in torch's exit barrier)."""
+    outputs: list[tuple[str, str]] = [("", "")] * len(nodes)
+
+    def read(i: int) -> None:
+        outputs[i] = nodes[i].communicate()
+
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(nodes))]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    for reader in readers:
+        reader.join(max(deadline - time.monotonic(), 0))
+    stuck = [i for i, node in enumerate(nodes) if node.poll() is None]
+    for i in stuck:
+        nodes[i].kill()
+    for reader in readers:
+        reader.join()
+    if stuck:
+        report = "\n".join(f"--- node {i} (exit {node.returncode}):\n{outputs[i][1][-4000:]}" for i, node in enumerate(nodes))
+        pytest.fail(f"node(s) {stuck} still running after {timeout:.0f} s\n{report}")
+    return outputs
+
+
 def test_two_machines_on_localhost_train_and_save(corpora: tuple[Path, Path], tmp_path: Path) -> None:
     """``--nnodes 2``: two launchers, one worker each, meeting at node 0's endpoint."""
     mark = uuid.uuid4().hex
@@ -488,12 +515,7 @@ def test_two_machines_on_localhost_train_and_save(corpora: tuple[Path, Path], tm
                 "--nnodes", "2", "--node-rank", str(node_rank), "--rdzv-endpoint", endpoint]
         nodes.append(subprocess.Popen([sys.executable, "-m", "textorch.cli.main", *args], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, env=_env(mark), cwd=REPO))
-    try:
-        outputs = [node.communicate(timeout=150) for node in nodes]
-    finally:
-        for node in nodes:
-            if node.poll() is None:
-                node.kill()
+    outputs = _communicate_all(nodes, timeout=150)
     assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outputs]
     assert "model saved" in outputs[0][1] and "model saved" not in outputs[1][1]
     assert SequenceLabeler.load(model).predict(read_conll(corpora[1]).sequences)

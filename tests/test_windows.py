@@ -200,3 +200,43 @@ def test_position_embeddings_make_windows_differ(corpus: Corpus, tmp_path: Path)
         whole = labeler.model.embedders[0](labeler.encode(long_test).batch([0]))
     assert windowed.shape == whole.shape
     assert not torch.allclose(windowed, whole, atol=1e-3)
+
+
+def test_windows_of_similar_length_run_together_with_the_same_outputs(corpus: Corpus, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """At inference the encoder runs groups of windows of similar length, each cut to its own
+    longest (``TransformerEmbedder.windows``); every real position must get what the one padded
+    call gives. Training keeps the one call."""
+    from textorch.models import transformer
+    from textorch.models.padded_rnn import GroupCosts
+
+    bert = write_tiny_bert(tmp_path / "bert", _words(corpus), max_positions=LIMIT, layers=2, seed=5)
+    labeler = SequenceLabeler.build(corpus, ModelConfig(architecture="BERT", transformer=str(bert)), DataConfig())
+    labeler.model.eval()
+    sequences = [_long(corpus, 14), corpus.sequences[7], corpus.sequences[3], _long(corpus, 3)]
+    batch = labeler.encode(sequences).batch([0, 1, 2, 3])
+    embedder = labeler.model.embedders[0]
+    lengths = batch.window_mask.sum(dim=1)
+    assert int(lengths.min()) < int(lengths.max())  # something to group
+    calls: list[tuple[int, int]] = []
+    encoder_forward = embedder.encoder.forward
+
+    def counted(*args, **kwargs):
+        calls.append(tuple(kwargs["input_ids"].shape))
+        return encoder_forward(*args, **kwargs)
+
+    monkeypatch.setattr(embedder.encoder, "forward", counted)
+    with torch.no_grad():
+        monkeypatch.setattr(transformer, "WINDOW_GROUP_COSTS", GroupCosts(1.0, 1.0, max_groups=1))
+        one_call = embedder.windows(batch.window_ids, batch.window_mask)
+        assert calls == [tuple(batch.window_ids.shape)]
+        monkeypatch.setattr(transformer, "WINDOW_GROUP_COSTS", GroupCosts(0.0, 0.0, max_groups=4))
+        grouped = embedder.windows(batch.window_ids, batch.window_mask)
+    assert len(calls) > 2 and max(width for _, width in calls[1:]) == batch.window_ids.shape[1]
+    assert min(width for _, width in calls[1:]) < batch.window_ids.shape[1]  # shorter groups, shorter calls
+    real = batch.window_mask.bool()
+    assert grouped.shape == one_call.shape
+    assert torch.allclose(grouped[real], one_call[real], atol=1e-5)
+    calls.clear()
+    embedder.windows(batch.window_ids, batch.window_mask).sum().backward()  # with gradients: one call
+    assert calls == [tuple(batch.window_ids.shape)]

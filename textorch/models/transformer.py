@@ -20,6 +20,7 @@ from textorch.models.cpu_linear import use_onednn_linears
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
+from textorch.models.padded_rnn import GroupCosts, length_groups
 from textorch.models.tagger import SequenceTagger
 
 if TYPE_CHECKING:  # architectures.py imports this module to register the builder
@@ -47,9 +48,43 @@ class TransformerEmbedder(nn.Module):
 
     def words(self, window_ids: torch.Tensor, window_mask: torch.Tensor, word_index: torch.Tensor) -> torch.Tensor:
         """(B, L, H) from plain tensors: the one computation, shared by ``forward`` and the ONNX export."""
-        hidden = self.encoder(input_ids=window_ids, attention_mask=window_mask).last_hidden_state  # (N, W, H)
+        hidden = self.windows(window_ids, window_mask)  # (N, W, H)
         flat = hidden.reshape(-1, hidden.shape[-1])  # (N * W, H)
         return flat[word_index]  # (B, L, H)
+
+    def windows(self, window_ids: torch.Tensor, window_mask: torch.Tensor) -> torch.Tensor:
+        """The encoder's ``(N, W, H)`` output; at inference, windows of similar length run together.
+
+        A batch's windows are padded to its longest, and every padded position costs as much as
+        a real one (more, in attention). Tagging therefore runs groups of windows of similar
+        length, each cut to its own longest (:func:`length_groups`), and puts the outputs back in
+        place: the attention mask keeps padding out of every real position, so results are the
+        same up to rounding. Training and export (tracing) run the one padded call.
+        """
+        groups = None
+        if not torch.is_grad_enabled() and window_ids.shape[0] > 1 and not torch.jit.is_tracing():
+            groups = length_groups(window_mask.sum(dim=1), WINDOW_GROUP_COSTS)
+        if groups is None:
+            return self.encoder(input_ids=window_ids, attention_mask=window_mask).last_hidden_state
+        lengths = window_mask.sum(dim=1)
+        outputs = []
+        for group in groups:
+            group = group.to(window_ids.device)
+            width = int(lengths[group].max())
+            outputs.append((group, self.encoder(input_ids=window_ids[group, :width],
+                                                attention_mask=window_mask[group, :width]).last_hidden_state))
+        hidden = outputs[0][1].new_zeros((window_ids.shape[0], window_ids.shape[1], outputs[0][1].shape[-1]))
+        for group, part in outputs:
+            hidden[group, : part.shape[1]] = part
+        return hidden
+
+
+WINDOW_GROUP_COSTS = GroupCosts(step_cost_in_rows=0.5, group_cost=32.0, max_groups=4)
+"""Windows of a transformer at inference: a position costs about the same in any row, and an
+encoder call about as much as 32 more positions (all-MiniLM-L6-v2, one thread: 0.11-0.13 ms per
+position in calls of 128 to 4,096 positions, 4.3 ms for one window of 4). GROBID date tagging,
+grouped against one padded call: batch 256 3.7k -> 5.4k tokens/s, batch 32 4.4k -> 4.7k, the
+same labels, scores within 1.2e-6."""
 
 
 def build_transformer_tagger_v1(
