@@ -218,3 +218,33 @@ def test_automatic_exports_of_an_older_graph_revision_are_redone(tmp_path: Path,
     assert "graph_revision" not in json.loads((explicit / DESCRIPTION_FILE).read_text())
     attach_onnx(labeler, model)  # the default one is exported again
     assert json.loads(description_file.read_text())["graph_revision"] == GRAPH_REVISION
+
+
+def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Path, tiny_grobid: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch mixing short and long sequences runs the graph once per group of similar lengths,
+    each cut to its longest row (``OnnxRunner.emissions``): the same labels and scores as
+    PyTorch, and as the one padded call."""
+    from textorch.data.corpus import TokenSequence
+    from textorch.onnx import engine
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
+    short = read_labelled(tiny_grobid).sequences
+    long = [TokenSequence(tokens=[t for s in short[i:i + 12] for t in s.tokens],
+                          labels=[lab for s in short[i:i + 12] for lab in s.labels],
+                          features=[f for s in short[i:i + 12] for f in s.features]) for i in (0, 5)]
+    sequences = [*short[:10], *long]
+    expected = labeler.predict(sequences, batch_size=len(sequences))
+    attach_onnx(labeler, tmp_path, tmp_path / "onnx")
+    widths: list[int] = []
+    run = labeler.runner.run
+    monkeypatch.setattr(labeler.runner, "run", lambda output, feed: (widths.append(feed["mask"].shape[1]), run(output, feed))[1])
+    grouped = labeler.predict(sequences, batch_size=len(sequences))
+    longest = max(len(s) for s in sequences)
+    assert len(widths) >= 2 and max(widths) == longest and min(widths) < longest / 3
+    _assert_same(expected, grouped)
+    monkeypatch.setattr(engine, "WORD_GROUP_COSTS", engine.WORD_GROUP_COSTS.__class__(1.0, 1.0, 1))
+    widths.clear()
+    one_call = labeler.predict(sequences, batch_size=len(sequences))
+    assert widths == [longest]
+    _assert_same(one_call, grouped)
