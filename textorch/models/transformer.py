@@ -59,10 +59,12 @@ class TransformerEmbedder(nn.Module):
         a real one (more, in attention). Tagging therefore runs groups of windows of similar
         length, each cut to its own longest (:func:`length_groups`), and puts the outputs back in
         place: the attention mask keeps padding out of every real position, so results are the
-        same up to rounding. Training and export (tracing) run the one padded call.
+        same up to rounding. Training, export (tracing) and GPUs (measured only on the CPU, where
+        the cost model comes from) run the one padded call.
         """
         groups = None
-        if not torch.is_grad_enabled() and window_ids.shape[0] > 1 and not torch.jit.is_tracing():
+        if (window_ids.device.type == "cpu" and not torch.is_grad_enabled() and window_ids.shape[0] > 1
+                and not torch.jit.is_tracing()):
             groups = length_groups(window_mask.sum(dim=1), WINDOW_GROUP_COSTS)
         if groups is None:
             return self.encoder(input_ids=window_ids, attention_mask=window_mask).last_hidden_state
