@@ -85,7 +85,7 @@ WINDOW_GROUP_COSTS = GroupCosts(step_cost_in_rows=0.5, group_cost=32.0, max_grou
 """Windows of a transformer at inference: a position costs about the same in any row, and an
 encoder call about as much as 32 more positions (all-MiniLM-L6-v2, one thread: 0.11-0.13 ms per
 position in calls of 128 to 4,096 positions, 4.3 ms for one window of 4). GROBID date tagging,
-grouped against one padded call: batch 256 3.7k -> 5.4k tokens/s, batch 32 4.4k -> 4.7k, the
+grouped against one padded call: batch 256 3.5k -> 5.4k tokens/s, batch 32 4.4k -> 4.8k, the
 same labels, scores within 1.2e-6."""
 
 
