@@ -23,7 +23,7 @@ tagging; cuts from the cost model ran a CoNLL-2003 training epoch another 9-11 %
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -283,24 +283,32 @@ def length_groups(lengths: torch.Tensor, costs: GroupCosts = WORD_GROUP_COSTS) -
 
 def _grouped_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor, groups: list[torch.Tensor]) -> torch.Tensor:
     """:func:`masked_padded_rnn` run group by group, each group padded to its own longest row."""
-    steps = x.shape[1]
-
-    def run(part: torch.Tensor, part_lengths: torch.Tensor) -> torch.Tensor:
-        out = masked_padded_rnn(rnn, part, part_lengths)
-        return nn.functional.pad(out, (0, 0, 0, steps - part.shape[1]))  # back to the batch's steps
-
-    return _in_groups(run, x, lengths, groups)
+    return in_length_groups(lambda part, part_lengths: masked_padded_rnn(rnn, part, part_lengths), [x], lengths,
+                            groups, steps=x.shape[1])
 
 
-def _in_groups(run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor, lengths: torch.Tensor, groups: list[torch.Tensor]) -> torch.Tensor:
-    """``run(rows, their lengths)`` on each group of rows, cut to the group's longest row, the
-    results put back in the batch's row order. Gradients flow through the indexing."""
-    lengths = lengths.to(x.device)
-    groups = [group.to(x.device) for group in groups]
+def in_length_groups(
+    run: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor | None], lengths: torch.Tensor,
+    groups: list[torch.Tensor], steps: int | None = None,
+) -> torch.Tensor:
+    """``run(*inputs' rows, their lengths)`` on each group of rows (:func:`length_groups`), every
+    input cut to the group's longest row (None stays None), the results put back in the batch's
+    row order. With ``steps``, each group's ``(rows, time, ...)`` result is first padded with
+    zeros back to ``steps`` time steps. Gradients flow through the indexing.
+
+    The one way textorch runs a batch as groups of similar length: recurrent layers (training
+    and character encoders), transformer windows and the ONNX engine's graph."""
+    device = next(x.device for x in inputs if x is not None)
+    lengths = lengths.to(device)
+    groups = [group.to(device) for group in groups]
     outputs = []
     for group in groups:
         group_lengths = lengths[group]
-        outputs.append(run(x.index_select(0, group)[:, : int(group_lengths.max())], group_lengths))
+        width = int(group_lengths.max())
+        out = run(*(None if x is None else x.index_select(0, group)[:, :width] for x in inputs), group_lengths)
+        if steps is not None:
+            out = nn.functional.pad(out, (0, 0) * (out.dim() - 2) + (0, steps - out.shape[1]))
+        outputs.append(out)
     order = torch.cat(groups)
     return permute_rows(torch.cat(outputs), inverse_permutation(order), order)
 
@@ -332,7 +340,7 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
     groups = length_groups(lengths, FINAL_STATE_GROUP_COSTS)
     if groups is None:
         return _final_states(rnn, x, lengths)
-    return _in_groups(lambda part, part_lengths: _final_states(rnn, part, part_lengths), x, lengths, groups)
+    return in_length_groups(lambda part, part_lengths: _final_states(rnn, part, part_lengths), [x], lengths, groups)
 
 
 def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from textorch.models.cpu_linear import use_onednn_linears
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
-from textorch.models.padded_rnn import GroupCosts, length_groups
+from textorch.models.padded_rnn import GroupCosts, in_length_groups, length_groups
 from textorch.models.tagger import SequenceTagger
 
 if TYPE_CHECKING:  # architectures.py imports this module to register the builder
@@ -62,24 +62,16 @@ class TransformerEmbedder(nn.Module):
         same up to rounding. Training, export (tracing) and GPUs (measured only on the CPU, where
         the cost model comes from) run the one padded call.
         """
+        lengths = window_mask.sum(dim=1)
         groups = None
         if (window_ids.device.type == "cpu" and not torch.is_grad_enabled() and window_ids.shape[0] > 1
                 and not torch.jit.is_tracing()):
-            groups = length_groups(window_mask.sum(dim=1), WINDOW_GROUP_COSTS)
+            groups = length_groups(lengths, WINDOW_GROUP_COSTS)
         if groups is None:
             return self.encoder(input_ids=window_ids, attention_mask=window_mask).last_hidden_state
-        lengths = window_mask.sum(dim=1)
-        outputs = []
-        for group in groups:
-            group = group.to(window_ids.device)
-            width = int(lengths[group].max())
-            outputs.append((group, self.encoder(input_ids=window_ids[group, :width],
-                                                attention_mask=window_mask[group, :width]).last_hidden_state))
-        hidden = outputs[0][1].new_zeros((window_ids.shape[0], window_ids.shape[1], outputs[0][1].shape[-1]))
-        for group, part in outputs:
-            hidden[group, : part.shape[1]] = part
-        return hidden
-
+        return in_length_groups(
+            lambda ids, mask, _: self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state,
+            [window_ids, window_mask], lengths, groups, steps=window_ids.shape[1])
 
 WINDOW_GROUP_COSTS = GroupCosts(step_cost_in_rows=0.5, group_cost=32.0, max_groups=4)
 """Windows of a transformer at inference: a position costs about the same in any row, and an

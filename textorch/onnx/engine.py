@@ -21,7 +21,7 @@ import torch
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.models.crf_numpy import viterbi_with_confidence
 from textorch.models.heads import CRFHead
-from textorch.models.padded_rnn import WORD_GROUP_COSTS, length_groups
+from textorch.models.padded_rnn import WORD_GROUP_COSTS, in_length_groups, length_groups
 from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE, source_checksum
 
 logger = logging.getLogger(__name__)
@@ -74,30 +74,23 @@ class OnnxRunner(_Session):
         row in every row. Rows of similar length are run together instead, each group cut to
         its longest row (:func:`~textorch.models.padded_rnn.length_groups`); emissions past a
         row's length are never read. Transformer inputs (windows shared by rows) run whole."""
-        inputs = {
-            "word_vectors": batch.word_vectors, "char_ids": batch.char_ids, "casing_ids": batch.casing_ids,
-            "feature_ids": batch.feature_ids, "mask": batch.mask.cpu().numpy().astype(np.int64),
-        }
+        names = ("word_vectors", "char_ids", "casing_ids", "feature_ids", "mask")
+        tensors = [batch.word_vectors, batch.char_ids, batch.casing_ids, batch.feature_ids, batch.mask.long()]
         window_ids = getattr(batch, "window_ids", None)
         if window_ids is not None:
-            return self.run("emissions", {**inputs, "input_ids": window_ids, "attention_mask": batch.window_mask,
-                                          "word_index": batch.word_index})
-        lengths = inputs["mask"].sum(axis=1)
-        groups = length_groups(torch.from_numpy(lengths), WORD_GROUP_COSTS) if len(lengths) > 1 else None
+            return self.run("emissions", {**dict(zip(names, tensors)), "input_ids": window_ids,
+                                          "attention_mask": batch.window_mask, "word_index": batch.word_index})
+        lengths = batch.lengths
+        groups = length_groups(lengths, WORD_GROUP_COSTS) if len(lengths) > 1 else None
         if groups is None:
-            return self.run("emissions", inputs)
-        arrays = {name: value if value is None or isinstance(value, np.ndarray) else value.cpu().numpy()
-                  for name, value in inputs.items()}
-        parts = []
-        for group in groups:
-            rows = group.numpy()
-            width = int(lengths[rows].max())
-            parts.append((rows, self.run("emissions", {name: None if value is None else value[rows, :width]
-                                                       for name, value in arrays.items()})))
-        emissions = np.zeros((*inputs["mask"].shape, parts[0][1].shape[-1]), dtype=parts[0][1].dtype)
-        for rows, part in parts:
-            emissions[rows, : part.shape[1]] = part
-        return emissions
+            return self.run("emissions", dict(zip(names, tensors)))
+
+        def run(*parts: torch.Tensor | None) -> torch.Tensor:
+            *group_inputs, _ = parts  # the group's lengths come last; the graph reads the mask
+            feed = {name: None if part is None else part.contiguous() for name, part in zip(names, group_inputs)}
+            return torch.from_numpy(self.run("emissions", feed))
+
+        return in_length_groups(run, tensors, lengths, groups, steps=batch.mask.shape[1]).numpy()
 
     def decode(self, batch, with_scores: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         emissions = self.emissions(batch)
