@@ -225,9 +225,13 @@ def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Pat
     """A batch mixing short and long sequences runs the graph once per group of similar lengths,
     each cut to its longest row (``OnnxRunner.emissions``): the same labels and scores as
     PyTorch, and as the one padded call."""
+    from textorch import labeler as labeler_module
     from textorch.data.corpus import TokenSequence
+    from textorch.inference_batches import tagging_batches
     from textorch.onnx import engine
 
+    # Whole batches reach the runner: the tagger's own cuts (textorch.inference_batches) off.
+    monkeypatch.setattr(labeler_module, "tagging_batches", lambda lengths, size, cut_spread: tagging_batches(lengths, size, False))
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
     short = read_labelled(tiny_grobid).sequences
     long = [TokenSequence(tokens=[t for s in short[i:i + 12] for t in s.tokens],

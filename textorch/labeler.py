@@ -16,7 +16,7 @@ import torch
 
 from textorch.api import LabelerAPI, read_evaluation_corpus
 from textorch.config import DataConfig, ModelConfig, TrainConfig, from_dict, to_dict
-from textorch.data.batching import Batch, collate, sorted_batches, token_type_table
+from textorch.data.batching import Batch, collate, token_type_table
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import EncodedSequence, SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
@@ -25,6 +25,7 @@ from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
+from textorch.inference_batches import tagging_batches
 from textorch.inference_precision import batch_precision, inference_autocast
 from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.token_vector_cache import TokenVectorCache
@@ -229,7 +230,9 @@ class SequenceLabeler(LabelerAPI):
         lengths = data.lengths()
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
-        batches = [[nonempty[j] for j in chunk] for chunk in sorted_batches([lengths[i] for i in nonempty], batch_size)]
+        cut_spread = self.device.type == "cpu" and self.transformer is None
+        batches = [[nonempty[j] for j in chunk]
+                   for chunk in tagging_batches([lengths[i] for i in nonempty], batch_size, cut_spread)]
         local: list[tuple[int, Prediction]] = []
         if ctx.is_main:
             local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]

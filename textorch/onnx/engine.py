@@ -73,7 +73,10 @@ class OnnxRunner(_Session):
         and long sequences (GROBID headers at batch 256: 1 to 100+ tokens) pays for its longest
         row in every row. Rows of similar length are run together instead, each group cut to
         its longest row (:func:`~textorch.models.padded_rnn.length_groups`); emissions past a
-        row's length are never read. Transformer inputs (windows shared by rows) run whole."""
+        row's length are never read. Transformer inputs (windows shared by rows) run whole.
+        Tagging calls already come cut where lengths spread (:mod:`textorch.inference_batches`,
+        costs of PyTorch calls); an ONNX Runtime call costs less, so finer cuts here still paid:
+        name-header batch 256 86.7k -> 93.4k tokens/s, CoNLL-2003 batch 32 114.6k -> 118.1k."""
         names = ("word_vectors", "char_ids", "casing_ids", "feature_ids", "mask")
         tensors = [batch.word_vectors, batch.char_ids, batch.casing_ids, batch.feature_ids, batch.mask.long()]
         window_ids = getattr(batch, "window_ids", None)

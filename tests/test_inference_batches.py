@@ -1,0 +1,69 @@
+"""Tagging batches cut where lengths spread: same sequences, never larger batches, same answers."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from textorch import labeler as labeler_module
+from textorch.data.batching import sorted_batches
+from textorch.data.corpus import TokenSequence
+from textorch.inference_batches import tagging_batches
+from textorch.labeler import SequenceLabeler
+
+
+def _spread_lengths(seed: int, n: int = 150) -> list[int]:
+    """Mostly short sequences with a long tail, as GROBID headers are."""
+    rng = random.Random(seed)
+    return [rng.choice([1, 2, 3, 5, 8]) if rng.random() < 0.8 else rng.randint(20, 300) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("batch_size", [32, 256])
+def test_cut_batches_hold_every_sequence_once_and_never_more_than_batch_size(seed: int, batch_size: int) -> None:
+    lengths = _spread_lengths(seed)
+    whole = sorted_batches(lengths, batch_size)
+    cut = tagging_batches(lengths, batch_size, cut_spread=True)
+    assert sorted(i for batch in cut for i in batch) == list(range(len(lengths)))
+    assert all(0 < len(batch) <= batch_size for batch in cut)
+    assert len(cut) > len(whole)  # the long tail is cut off
+    # Less padding to run: rows times the longest row, summed over calls.
+    padded = lambda batches: sum(len(b) * max(lengths[i] for i in b) for b in batches)  # noqa: E731
+    assert padded(cut) < (0.9 if batch_size == 32 else 0.5) * padded(whole)
+    # Each cut batch is a run of one sorted batch.
+    for batch in cut:
+        parent = next(w for w in whole if batch[0] in w)
+        start = parent.index(batch[0])
+        assert parent[start : start + len(batch)] == batch
+
+
+def test_batches_of_similar_lengths_are_not_cut_and_the_switch_turns_cutting_off() -> None:
+    similar = [14, 15, 16, 17, 18, 19, 20, 21] * 8
+    assert tagging_batches(similar, 32, cut_spread=True) == sorted_batches(similar, 32)
+    spread = _spread_lengths(0)
+    assert tagging_batches(spread, 256, cut_spread=False) == sorted_batches(spread, 256)
+    assert tagging_batches([7], 32, cut_spread=True) == [[0]]
+    assert tagging_batches([], 32, cut_spread=True) == []
+
+
+def test_tagging_in_cut_batches_gives_the_answers_of_whole_batches(tiny_conll: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
+    words = ["John", "lives", "in", "Paris", "Mary", "Rome", ".", "Berlin"]
+    rng = random.Random(5)
+    sequences = [TokenSequence(tokens=[rng.choice(words) for _ in range(n)], labels=None, features=None)
+                 for n in _spread_lengths(3, 60)] + [TokenSequence(tokens=[], labels=None, features=None)]
+    calls: list[int] = []
+    decode = labeler.model.decode
+    monkeypatch.setattr(labeler.model, "decode", lambda batch, **kw: calls.append(batch.mask.shape[0]) or decode(batch, **kw))
+    cut = labeler.predict(sequences, batch_size=256)
+    cut_calls = list(calls)
+    calls.clear()
+    monkeypatch.setattr(labeler_module, "tagging_batches", lambda lengths, size, cut_spread: tagging_batches(lengths, size, False))
+    whole = labeler.predict(sequences, batch_size=256)
+    assert calls == [60] and len(cut_calls) > 1 and sum(cut_calls) == 60
+    assert [p.labels for p in cut] == [p.labels for p in whole]
+    assert [len(p.labels) for p in cut] == [len(s.tokens) for s in sequences]
+    assert np.allclose([x for p in cut for x in p.scores], [x for p in whole for x in p.scores], atol=1e-5)
