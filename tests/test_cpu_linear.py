@@ -21,14 +21,14 @@ def _large_input(rows: int = 64, features: int = 200) -> torch.Tensor:
 def _calls_onednn(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """Record every call of the oneDNN operator (it still runs)."""
     calls: list[tuple] = []
-    real = cpu_linear._takes_onednn
+    real = cpu_linear._onednn_dtype
 
-    def spy(x: torch.Tensor, weight: torch.Tensor) -> bool:
-        taken = real(x, weight)
-        calls.append((tuple(x.shape), taken))
-        return taken
+    def spy(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype | None:
+        dtype = real(x, weight)
+        calls.append((tuple(x.shape), dtype is not None))
+        return dtype
 
-    monkeypatch.setattr(cpu_linear, "_takes_onednn", spy)
+    monkeypatch.setattr(cpu_linear, "_onednn_dtype", spy)
     return calls
 
 
@@ -55,23 +55,47 @@ def test_unknown_activation_is_refused() -> None:
 
 
 @needs_onednn
-def test_ordinary_path_where_gradients_autocast_small_products_or_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ordinary_path_where_gradients_small_products_or_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
     layer = nn.Linear(200, 100)
     x = _large_input()
-    assert cpu_linear._takes_onednn(x.detach(), layer.weight.detach())
+    assert cpu_linear._onednn_dtype(x.detach(), layer.weight.detach()) == torch.float32
     # Training: the weights need their gradient, and get it.
-    assert not cpu_linear._takes_onednn(x, layer.weight)
+    assert cpu_linear._onednn_dtype(x, layer.weight) is None
     out = linear(x, layer.weight, layer.bias, "tanh")
     out.sum().backward()
     assert layer.weight.grad is not None and float(layer.weight.grad.abs().sum()) > 0
     with torch.no_grad():
-        assert not cpu_linear._takes_onednn(torch.randn(4, 200), layer.weight)  # 80k multiply-adds: too small
-        assert not cpu_linear._takes_onednn(x.double(), layer.weight.double())
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert not cpu_linear._takes_onednn(x, layer.weight)
+        assert cpu_linear._onednn_dtype(torch.randn(4, 200), layer.weight) is None  # 80k multiply-adds: too small
+        assert cpu_linear._onednn_dtype(x.double(), layer.weight.double()) is None
+        assert cpu_linear._onednn_dtype(x.bfloat16(), layer.weight) is None  # bfloat16 only under autocast
     monkeypatch.setattr(torch.jit, "is_tracing", lambda: True)
     with torch.no_grad():
-        assert not cpu_linear._takes_onednn(x, layer.weight)
+        assert cpu_linear._onednn_dtype(x, layer.weight) is None
+
+
+@needs_onednn
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_autocast_runs_the_product_in_bfloat16_only_where_the_cpu_has_it(
+        native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``--precision bf16`` the product is oneDNN's in bfloat16 with the float32 weights cast
+    per call, as autocast's own would be: the same dtype and values within bfloat16 rounding;
+    where oneDNN would emulate bfloat16, autocast's ordinary path."""
+    if native and not cpu_linear.cpu_has_native_bf16():
+        pytest.skip("this CPU has no native bfloat16: oneDNN's bfloat16 product may not exist here")
+    monkeypatch.setattr(cpu_linear, "cpu_has_native_bf16", lambda: native)
+    calls = _calls_onednn(monkeypatch)
+    layer = nn.Linear(200, 100)
+    x = _large_input()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = torch.tanh(F.linear(x, layer.weight, layer.bias))
+        got = linear(x, layer.weight, layer.bias, "tanh")
+        assert (cpu_linear._onednn_dtype(x, layer.weight) == torch.bfloat16) == native
+        with torch.autocast("cpu", dtype=torch.float16):
+            assert cpu_linear._onednn_dtype(x, layer.weight) is None
+    assert calls[0] == ((2, 64, 200), native)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    exact = torch.tanh(F.linear(x, layer.weight, layer.bias))
+    assert (got.float() - exact).abs().max() < 0.05 and (expected.float() - exact).abs().max() < 0.05
 
 
 @needs_onednn
@@ -120,4 +144,16 @@ def test_the_probe_falls_back_quietly_without_the_operator(monkeypatch: pytest.M
             assert torch.allclose(linear(x, layer.weight, layer.bias, "tanh"), torch.tanh(layer(x)))
     finally:
         monkeypatch.undo()
+        cpu_linear.onednn_linear_available.cache_clear()
+
+
+@needs_onednn
+def test_the_probe_finds_the_operator_when_first_asked_under_autocast() -> None:
+    """A model's first tagging call may be a ``--precision bf16`` one: the probe must not compare
+    oneDNN's float32 product with autocast's bfloat16 one and give up for the whole process."""
+    cpu_linear.onednn_linear_available.cache_clear()
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            assert cpu_linear.onednn_linear_available() is True
+    finally:
         cpu_linear.onednn_linear_available.cache_clear()
