@@ -11,7 +11,7 @@ import pytest
 from textorch import labeler as labeler_module
 from textorch.data.batching import sorted_batches
 from textorch.data.corpus import TokenSequence
-from textorch.inference_batches import tagging_batches
+from textorch.inference_batches import inference_batches
 from textorch.labeler import SequenceLabeler
 
 
@@ -26,7 +26,7 @@ def _spread_lengths(seed: int, n: int = 150) -> list[int]:
 def test_cut_batches_hold_every_sequence_once_and_never_more_than_batch_size(seed: int, batch_size: int) -> None:
     lengths = _spread_lengths(seed)
     whole = sorted_batches(lengths, batch_size)
-    cut = tagging_batches(lengths, batch_size, cut_spread=True)
+    cut = inference_batches(lengths, batch_size, cut_spread=True)
     assert sorted(i for batch in cut for i in batch) == list(range(len(lengths)))
     assert all(0 < len(batch) <= batch_size for batch in cut)
     assert len(cut) > len(whole)  # the long tail is cut off
@@ -42,11 +42,11 @@ def test_cut_batches_hold_every_sequence_once_and_never_more_than_batch_size(see
 
 def test_batches_of_similar_lengths_are_not_cut_and_the_switch_turns_cutting_off() -> None:
     similar = [14, 15, 16, 17, 18, 19, 20, 21] * 8
-    assert tagging_batches(similar, 32, cut_spread=True) == sorted_batches(similar, 32)
+    assert inference_batches(similar, 32, cut_spread=True) == sorted_batches(similar, 32)
     spread = _spread_lengths(0)
-    assert tagging_batches(spread, 256, cut_spread=False) == sorted_batches(spread, 256)
-    assert tagging_batches([7], 32, cut_spread=True) == [[0]]
-    assert tagging_batches([], 32, cut_spread=True) == []
+    assert inference_batches(spread, 256, cut_spread=False) == sorted_batches(spread, 256)
+    assert inference_batches([7], 32, cut_spread=True) == [[0]]
+    assert inference_batches([], 32, cut_spread=True) == []
 
 
 def test_tagging_in_cut_batches_gives_the_answers_of_whole_batches(tiny_conll: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,9 +61,36 @@ def test_tagging_in_cut_batches_gives_the_answers_of_whole_batches(tiny_conll: P
     cut = labeler.predict(sequences, batch_size=256)
     cut_calls = list(calls)
     calls.clear()
-    monkeypatch.setattr(labeler_module, "tagging_batches", lambda lengths, size, cut_spread: tagging_batches(lengths, size, False))
+    monkeypatch.setattr(labeler_module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
     whole = labeler.predict(sequences, batch_size=256)
     assert calls == [60] and len(cut_calls) > 1 and sum(cut_calls) == 60
     assert [p.labels for p in cut] == [p.labels for p in whole]
     assert [len(p.labels) for p in cut] == [len(s.tokens) for s in sequences]
     assert np.allclose([x for p in cut for x in p.scores], [x for p in whole for x in p.scores], atol=1e-5)
+
+
+@pytest.mark.parametrize("architecture", ["gru", "cnn"])
+def test_classifying_in_cut_batches_gives_the_logits_of_whole_batches(architecture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch import classifier as classifier_module
+    from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
+    from textorch.config import TrainConfig
+    from textorch.data.cls_readers import ClsCorpus, ClsExample
+
+    rng = random.Random(7)
+    words = ["good", "bad", "table", "the", "was", "very", "paper"]
+    examples = [ClsExample(" ".join(rng.choice(words) for _ in range(n)), (["pos", "neg"][i % 2],), i + 2)
+                for i, n in enumerate(_spread_lengths(4, 60))]
+    classifier = TextClassifier.build(ClsCorpus(examples), ClsModelConfig(architecture=architecture, hidden=8, dense_size=8,
+                                                                           word_dim=8, max_length=300), ClsDataConfig(), seed=1)
+    classifier.fit(ClsCorpus(examples), None, TrainConfig(max_epoch=1, batch_size=8, early_stop=False, seed=1))
+    texts = [e.text for e in examples]
+    sizes: list[int] = []
+    decode = classifier._decode
+    monkeypatch.setattr(classifier, "_decode", lambda data, indices, member: sizes.append(len(indices)) or decode(data, indices, member))
+    cut = classifier.predict_logits(texts, batch_size=256)
+    cut_sizes = list(sizes)
+    sizes.clear()
+    monkeypatch.setattr(classifier_module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
+    whole = classifier.predict_logits(texts, batch_size=256)
+    assert sizes == [60] and len(cut_sizes) > 1 and sum(cut_sizes) == 60
+    np.testing.assert_allclose(cut, whole, atol=1e-5)

@@ -227,11 +227,11 @@ def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Pat
     PyTorch, and as the one padded call."""
     from textorch import labeler as labeler_module
     from textorch.data.corpus import TokenSequence
-    from textorch.inference_batches import tagging_batches
+    from textorch.inference_batches import inference_batches
     from textorch.onnx import engine
 
     # Whole batches reach the runner: the tagger's own cuts (textorch.inference_batches) off.
-    monkeypatch.setattr(labeler_module, "tagging_batches", lambda lengths, size, cut_spread: tagging_batches(lengths, size, False))
+    monkeypatch.setattr(labeler_module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
     short = read_labelled(tiny_grobid).sequences
     long = [TokenSequence(tokens=[t for s in short[i:i + 12] for t in s.tokens],

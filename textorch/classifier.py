@@ -23,13 +23,13 @@ import torch
 from torch import nn
 
 from textorch.config import TrainConfig
-from textorch.data.batching import sorted_batches
 from textorch.data.cls_batching import EncodedTexts, PieceEncoder, WordEncoder
 from textorch.data.cls_readers import ClsCorpus, stratified_folds
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.eval.cls_metrics import ClassCounts
+from textorch.inference_batches import inference_batches
 from textorch.inference_precision import batch_precision, inference_autocast
 from textorch.model_dir import load_model_dir, save_model_dir
 from textorch.models.classifiers import (
@@ -305,6 +305,11 @@ class TextClassifier:
                     out[row] = index[label]
         return out
 
+    def _batches(self, data: EncodedTexts, batch_size: int) -> list[list[int]]:
+        """Length-sorted batches, on the CPU cut where lengths spread (not for transformers)."""
+        cut_spread = self.device.type == "cpu" and self.transformer_parts is None
+        return inference_batches(data.lengths(), batch_size, cut_spread)
+
     @torch.inference_mode()
     def _decode(self, data: EncodedTexts, indices: list[int], member: int | None) -> np.ndarray:
         if self.runner is not None and member is None:
@@ -319,7 +324,7 @@ class TextClassifier:
         self.network.eval()
         thresholds = self.thresholds if member is None else self.member_thresholds[member]
         counts = ClassCounts(self.classes, self.multi_label)
-        for indices in my_batches(sorted_batches(data.lengths(), batch_size), ctx):
+        for indices in my_batches(self._batches(data, batch_size), ctx):
             logits = self._decode(data, indices, member)
             if self.multi_label:
                 counts.update_multi(data.targets[indices], logits, thresholds)
@@ -337,7 +342,7 @@ class TextClassifier:
         ctx = ctx or DistContext()
         self.network.eval()
         data = self.text_encoder.encode(texts)
-        rows = predict_in_parallel(sorted_batches(data.lengths(), batch_size), lambda idx: list(self._decode(data, idx, None)), len(texts), ctx)
+        rows = predict_in_parallel(self._batches(data, batch_size), lambda idx: list(self._decode(data, idx, None)), len(texts), ctx)
         return np.stack(rows) if rows else np.zeros((0, len(self.classes)), dtype=np.float32)
 
     def predict(self, texts: list[str], batch_size: int = 64, ctx: DistContext | None = None) -> list[ClsPrediction]:
