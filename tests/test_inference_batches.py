@@ -49,6 +49,16 @@ def test_batches_of_similar_lengths_are_not_cut_and_the_switch_turns_cutting_off
     assert inference_batches([], 32, cut_spread=True) == []
 
 
+def _cut_then_whole(monkeypatch: pytest.MonkeyPatch, module: object, run, sizes: list[int]) -> tuple:
+    """``run()``'s result and the batch sizes it recorded in ``sizes``, with batches cut, then the
+    same with the cuts turned off where ``module`` calls :func:`inference_batches`."""
+    cut = run()
+    cut_sizes = list(sizes)
+    sizes.clear()
+    monkeypatch.setattr(module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
+    return cut, cut_sizes, run(), list(sizes)
+
+
 def test_tagging_in_cut_batches_gives_the_answers_of_whole_batches(tiny_conll: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
     words = ["John", "lives", "in", "Paris", "Mary", "Rome", ".", "Berlin"]
@@ -58,12 +68,9 @@ def test_tagging_in_cut_batches_gives_the_answers_of_whole_batches(tiny_conll: P
     calls: list[int] = []
     decode = labeler.model.decode
     monkeypatch.setattr(labeler.model, "decode", lambda batch, **kw: calls.append(batch.mask.shape[0]) or decode(batch, **kw))
-    cut = labeler.predict(sequences, batch_size=256)
-    cut_calls = list(calls)
-    calls.clear()
-    monkeypatch.setattr(labeler_module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
-    whole = labeler.predict(sequences, batch_size=256)
-    assert calls == [60] and len(cut_calls) > 1 and sum(cut_calls) == 60
+    cut, cut_calls, whole, whole_calls = _cut_then_whole(monkeypatch, labeler_module,
+                                                         lambda: labeler.predict(sequences, batch_size=256), calls)
+    assert whole_calls == [60] and len(cut_calls) > 1 and sum(cut_calls) == 60
     assert [p.labels for p in cut] == [p.labels for p in whole]
     assert [len(p.labels) for p in cut] == [len(s.tokens) for s in sequences]
     assert np.allclose([x for p in cut for x in p.scores], [x for p in whole for x in p.scores], atol=1e-5)
@@ -87,10 +94,7 @@ def test_classifying_in_cut_batches_gives_the_logits_of_whole_batches(architectu
     sizes: list[int] = []
     decode = classifier._decode
     monkeypatch.setattr(classifier, "_decode", lambda data, indices, member: sizes.append(len(indices)) or decode(data, indices, member))
-    cut = classifier.predict_logits(texts, batch_size=256)
-    cut_sizes = list(sizes)
-    sizes.clear()
-    monkeypatch.setattr(classifier_module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
-    whole = classifier.predict_logits(texts, batch_size=256)
-    assert sizes == [60] and len(cut_sizes) > 1 and sum(cut_sizes) == 60
+    cut, cut_sizes, whole, whole_sizes = _cut_then_whole(monkeypatch, classifier_module,
+                                                         lambda: classifier.predict_logits(texts, batch_size=256), sizes)
+    assert whole_sizes == [60] and len(cut_sizes) > 1 and sum(cut_sizes) == 60
     np.testing.assert_allclose(cut, whole, atol=1e-5)
