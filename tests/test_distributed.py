@@ -313,8 +313,13 @@ def test_slurm_step_variables_give_the_context(monkeypatch: pytest.MonkeyPatch) 
 
 # --------------------------------------------------------------- the real command, N = 2
 def _env(mark: str) -> dict:
-    """Environment of a CLI run: a marker every descendant inherits, for the leftover check."""
-    return {**os.environ, "TEXTORCH_TEST_MARK": mark, "PYTHONPATH": str(REPO)}
+    """Environment of a CLI run: a marker every descendant inherits, for the leftover check.
+
+    torch keeps a compiler cache folder in the temporary directory (created when fused Adam
+    imports its compiler), made once and kept across runs on purpose: it goes where it would
+    go for this test process, not into the run's scratch TMPDIR that must stay empty."""
+    inductor_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(Path(tempfile.gettempdir()) / "torchinductor_textorch_tests")
+    return {**os.environ, "TEXTORCH_TEST_MARK": mark, "PYTHONPATH": str(REPO), "TORCHINDUCTOR_CACHE_DIR": inductor_cache}
 
 
 def _processes_with(mark: str) -> list[int]:
@@ -432,6 +437,36 @@ def _wait_for_training(process: subprocess.Popen, mark: str) -> dict[int, int]:
         if b"LOCAL_RANK" in environ:
             workers[int(environ[b"LOCAL_RANK"])] = pid
     return workers
+
+
+class _Ended(Exception):
+    """Stands for ``os._exit`` in-process."""
+
+
+@pytest.mark.parametrize("joined", [True, False])
+def test_a_process_of_a_group_ends_after_exit_handlers_without_finalization(
+        joined: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker ends through ``os._exit`` with its command's code once exit handlers have run
+    (logging flushed): interpreter finalization once aborted a finished worker (see
+    ``dist.end_group_process``). Any other process returns the code as usual."""
+    from textorch.train import dist
+
+    happened: list[object] = []
+
+    def fake_exit(code: int) -> None:
+        happened.append(code)
+        raise _Ended
+
+    monkeypatch.setattr(dist, "_joined_a_group", joined)
+    monkeypatch.setattr(dist.atexit, "_run_exitfuncs", lambda: happened.append("exit handlers"))
+    monkeypatch.setattr(dist.os, "_exit", fake_exit)
+    command = ["seq", "tag", "--model", str(tmp_path / "missing"), "--input", str(tmp_path / "missing.txt")]
+    if joined:
+        with pytest.raises(_Ended):
+            main(command)
+        assert happened == ["exit handlers", 2]
+    else:
+        assert main(command) == 2 and happened == []
 
 
 def test_killed_worker_fails_the_command_without_hanging(corpora: tuple[Path, Path], tmp_path: Path) -> None:

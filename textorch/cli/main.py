@@ -46,6 +46,15 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _run_command(argv)
+    from textorch.train.dist import end_group_process, joined_a_group
+
+    if joined_a_group():  # a worker of a multi-process run: see end_group_process
+        end_group_process(code)
+    return code
+
+
+def _run_command(argv: list[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
