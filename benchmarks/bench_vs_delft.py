@@ -205,6 +205,8 @@ def _textorch_variants(onnx_dir: str, bf16: bool) -> list[tuple[str, str, list[s
     ]
     if bf16:  # the PyTorch engine under bfloat16 autocast (--precision bf16), with the F1 it gives
         variants.append(("textorch_bf16", "bf16", ["--precision", "bf16", "--f1"]))
+        variants.append(("textorch_bf16_labels", "bf16, labels only",
+                         ["--precision", "bf16", "--batch-sizes", "32", "256", "--labels-only"]))
     return variants
 
 

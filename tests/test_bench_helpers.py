@@ -243,3 +243,11 @@ def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
     assert "--quantized" not in extras[3] and "--quantized" in extras[4]
     assert extras[3][extras[3].index("--onnx-dir") + 1] != extras[4][extras[4].index("--onnx-dir") + 1]
     assert set(out) == {"key", "delft", "textorch", "textorch_labels", "textorch_onnx", "textorch_onnx_int8"}
+
+
+def test_bf16_variants_come_only_with_native_bf16_and_include_labels_only() -> None:
+    without = dict((key, args) for key, _, args in bench_vs_delft._textorch_variants("onnx", bf16=False))
+    with_bf16 = dict((key, args) for key, _, args in bench_vs_delft._textorch_variants("onnx", bf16=True))
+    assert set(with_bf16) - set(without) == {"textorch_bf16", "textorch_bf16_labels"}
+    assert with_bf16["textorch_bf16_labels"] == ["--precision", "bf16", "--batch-sizes", "32", "256", "--labels-only"]
+    assert {key for key, _ in bench_table.VARIANTS} >= set(with_bf16)  # every set-up gets its table rows
