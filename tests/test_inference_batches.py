@@ -6,12 +6,13 @@ import random
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from textorch import labeler as labeler_module
 from textorch.data.batching import sorted_batches
 from textorch.data.corpus import TokenSequence
-from textorch.inference_batches import inference_batches
+from textorch.inference_batches import INFERENCE_GROUP_COSTS, group_costs, inference_batches
 from textorch.labeler import SequenceLabeler
 
 
@@ -26,7 +27,7 @@ def _spread_lengths(seed: int, n: int = 150) -> list[int]:
 def test_cut_batches_hold_every_sequence_once_and_never_more_than_batch_size(seed: int, batch_size: int) -> None:
     lengths = _spread_lengths(seed)
     whole = sorted_batches(lengths, batch_size)
-    cut = inference_batches(lengths, batch_size, cut_spread=True)
+    cut = inference_batches(lengths, batch_size, INFERENCE_GROUP_COSTS)
     assert sorted(i for batch in cut for i in batch) == list(range(len(lengths)))
     assert all(0 < len(batch) <= batch_size for batch in cut)
     assert len(cut) > len(whole)  # the long tail is cut off
@@ -42,11 +43,18 @@ def test_cut_batches_hold_every_sequence_once_and_never_more_than_batch_size(see
 
 def test_batches_of_similar_lengths_are_not_cut_and_the_switch_turns_cutting_off() -> None:
     similar = [14, 15, 16, 17, 18, 19, 20, 21] * 8
-    assert inference_batches(similar, 32, cut_spread=True) == sorted_batches(similar, 32)
+    assert inference_batches(similar, 32, INFERENCE_GROUP_COSTS) == sorted_batches(similar, 32)
     spread = _spread_lengths(0)
-    assert inference_batches(spread, 256, cut_spread=False) == sorted_batches(spread, 256)
-    assert inference_batches([7], 32, cut_spread=True) == [[0]]
-    assert inference_batches([], 32, cut_spread=True) == []
+    assert inference_batches(spread, 256, None) == sorted_batches(spread, 256)
+    assert inference_batches([7], 32, INFERENCE_GROUP_COSTS) == [[0]]
+    assert inference_batches([], 32, INFERENCE_GROUP_COSTS) == []
+    # Who cuts: CPU models without a transformer, with their engine's figures when it has some.
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert group_costs(cpu, has_transformer=False) is INFERENCE_GROUP_COSTS
+    assert group_costs(gpu, has_transformer=False) is None and group_costs(cpu, has_transformer=True) is None
+    from textorch.onnx.engine import ONNX_GROUP_COSTS
+
+    assert group_costs(cpu, False, ONNX_GROUP_COSTS) is ONNX_GROUP_COSTS and group_costs(gpu, False, ONNX_GROUP_COSTS) is None
 
 
 def _cut_then_whole(monkeypatch: pytest.MonkeyPatch, module: object, run, sizes: list[int]) -> tuple:
@@ -55,7 +63,7 @@ def _cut_then_whole(monkeypatch: pytest.MonkeyPatch, module: object, run, sizes:
     cut = run()
     cut_sizes = list(sizes)
     sizes.clear()
-    monkeypatch.setattr(module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
+    monkeypatch.setattr(module, "inference_batches", lambda lengths, size, costs: inference_batches(lengths, size, None))
     return cut, cut_sizes, run(), list(sizes)
 
 

@@ -223,15 +223,12 @@ def test_automatic_exports_of_an_older_graph_revision_are_redone(tmp_path: Path,
 def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Path, tiny_grobid: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch mixing short and long sequences runs the graph once per group of similar lengths,
-    each cut to its longest row (``OnnxRunner.emissions``): the same labels and scores as
-    PyTorch, and as the one padded call."""
-    from textorch import labeler as labeler_module
+    each cut to its longest row (the engine's ``group_costs`` in
+    :mod:`textorch.inference_batches`): the same labels and scores as PyTorch, and as the one
+    padded call."""
     from textorch.data.corpus import TokenSequence
-    from textorch.inference_batches import inference_batches
-    from textorch.onnx import engine
+    from textorch.models.padded_rnn import GroupCosts
 
-    # Whole batches reach the runner: the tagger's own cuts (textorch.inference_batches) off.
-    monkeypatch.setattr(labeler_module, "inference_batches", lambda lengths, size, cut_spread: inference_batches(lengths, size, False))
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
     short = read_labelled(tiny_grobid).sequences
     long = [TokenSequence(tokens=[t for s in short[i:i + 12] for t in s.tokens],
@@ -247,7 +244,7 @@ def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Pat
     longest = max(len(s) for s in sequences)
     assert len(widths) >= 2 and max(widths) == longest and min(widths) < longest / 3
     _assert_same(expected, grouped)
-    monkeypatch.setattr(engine, "WORD_GROUP_COSTS", engine.WORD_GROUP_COSTS.__class__(1.0, 1.0, 1))
+    monkeypatch.setattr(labeler.runner, "group_costs", GroupCosts(1.0, 1.0, 1))  # one group: no cut
     widths.clear()
     one_call = labeler.predict(sequences, batch_size=len(sequences))
     assert widths == [longest]

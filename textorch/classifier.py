@@ -29,7 +29,7 @@ from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.eval.cls_metrics import ClassCounts
-from textorch.inference_batches import inference_batches
+from textorch.inference_batches import group_costs, inference_batches
 from textorch.inference_precision import batch_precision, inference_autocast
 from textorch.model_dir import load_model_dir, save_model_dir
 from textorch.models.classifiers import (
@@ -307,8 +307,7 @@ class TextClassifier:
 
     def _batches(self, data: EncodedTexts, batch_size: int) -> list[list[int]]:
         """Length-sorted batches, on the CPU cut where lengths spread (not for transformers)."""
-        cut_spread = self.device.type == "cpu" and self.transformer_parts is None
-        return inference_batches(data.lengths(), batch_size, cut_spread)
+        return inference_batches(data.lengths(), batch_size, group_costs(self.device, self.transformer_parts is not None))
 
     @torch.inference_mode()
     def _decode(self, data: EncodedTexts, indices: list[int], member: int | None) -> np.ndarray:

@@ -42,18 +42,27 @@ within noise (name-header batch 256: 93-113k tokens/s; CoNLL-2003 batch 256: 183
 at most 4 or 16 groups instead of 8."""
 
 
-def inference_batches(lengths: Sequence[int], batch_size: int, cut_spread: bool) -> list[list[int]]:
-    """Positions into ``lengths`` in batches of at most ``batch_size``, sorted by length;
-    with ``cut_spread`` each batch is cut where :data:`INFERENCE_GROUP_COSTS` says that pays."""
+def inference_batches(lengths: Sequence[int], batch_size: int, costs: GroupCosts | None) -> list[list[int]]:
+    """Positions into ``lengths`` in batches of at most ``batch_size``, sorted by length; each
+    batch cut where ``costs`` (:func:`group_costs`; None: never) says that pays."""
     batches = sorted_batches(lengths, batch_size)
-    if not cut_spread:
+    if costs is None:
         return batches
     sizes = np.asarray(lengths)
     cut: list[list[int]] = []
     for batch in batches:
-        groups = length_groups(torch.from_numpy(sizes[batch]), INFERENCE_GROUP_COSTS)
+        groups = length_groups(torch.from_numpy(sizes[batch]), costs)
         if groups is None:
             cut.append(batch)
         else:
             cut += [[batch[k] for k in group.tolist()] for group in groups]
     return cut
+
+
+def group_costs(device: torch.device, has_transformer: bool, engine_costs: GroupCosts | None = None) -> GroupCosts | None:
+    """What cutting a batch costs for this model: None (no cuts) on GPUs and for transformers,
+    where nothing was measured; an engine's own figures (the ONNX engine's calls cost less)
+    when it has some; else :data:`INFERENCE_GROUP_COSTS`."""
+    if device.type != "cpu" or has_transformer:
+        return None
+    return engine_costs or INFERENCE_GROUP_COSTS

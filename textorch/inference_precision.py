@@ -14,6 +14,7 @@ The weights stay float32 in memory and in the model directory; nothing is conver
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 
 import torch
@@ -53,8 +54,10 @@ def warn_without_native_bf16(device: torch.device | str) -> None:
                        "emulated and run slower than fp32")
 
 
+@functools.cache
 def cpu_has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX, as oneDNN sees it: where bfloat16 pays on this CPU."""
+    """AVX512-BF16 or AMX, as oneDNN sees it: where bfloat16 pays on this CPU. Asked once per
+    process: every dense layer under ``--precision bf16`` asks (``cpu_linear``)."""
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a torch built without oneDNN

@@ -25,7 +25,7 @@ from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
-from textorch.inference_batches import inference_batches
+from textorch.inference_batches import group_costs, inference_batches
 from textorch.inference_precision import batch_precision, inference_autocast
 from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.token_vector_cache import TokenVectorCache
@@ -230,9 +230,9 @@ class SequenceLabeler(LabelerAPI):
         lengths = data.lengths()
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
-        cut_spread = self.device.type == "cpu" and self.transformer is None
+        costs = group_costs(self.device, self.transformer is not None, getattr(self.runner, "group_costs", None))
         batches = [[nonempty[j] for j in chunk]
-                   for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, cut_spread)]
+                   for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, costs)]
         local: list[tuple[int, Prediction]] = []
         if ctx.is_main:
             local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]

@@ -296,8 +296,9 @@ def in_length_groups(
     row order. With ``steps``, each group's ``(rows, time, ...)`` result is first padded with
     zeros back to ``steps`` time steps. Gradients flow through the indexing.
 
-    The one way textorch runs a batch as groups of similar length: recurrent layers (training
-    and character encoders), transformer windows and the ONNX engine's graph."""
+    The one way textorch runs a batch's rows as groups of similar length: recurrent layers
+    (training and character encoders) and transformer windows. (Tagging calls cut whole
+    batches before this, with :mod:`textorch.inference_batches`.)"""
     device = next(x.device for x in inputs if x is not None)
     lengths = lengths.to(device)
     groups = [group.to(device) for group in groups]

@@ -21,7 +21,7 @@ import torch
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.models.crf_numpy import viterbi_with_confidence
 from textorch.models.heads import CRFHead
-from textorch.models.padded_rnn import WORD_GROUP_COSTS, in_length_groups, length_groups
+from textorch.models.padded_rnn import GroupCosts
 from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE, source_checksum
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,15 @@ class _Session:
         return self.session.run([output], feed)[0]
 
 
+ONNX_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=60.0, max_groups=8)
+"""Cutting tagging batches for ONNX Runtime: its graph runs the recurrent layers over every
+padded position, like the PyTorch engine, but a call costs less (about 60 row-steps against
+160), so finer cuts pay. One pass with these figures against the PyTorch engine's cuts followed
+by a second grouping inside the runner (one process, one thread, labels only, tokens/s):
+name-header batch 256 106.3k -> 112.7k, batch 32 104.9k -> 104.5k; CoNLL-2003 batch 256 97.2k ->
+99.6k, batch 32 122.1k -> 126.5k; GROBID date 97.2k -> 102.4k and 93.1k -> 93.0k."""
+
+
 class OnnxRunner(_Session):
     """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime.
 
@@ -56,6 +65,9 @@ class OnnxRunner(_Session):
     the code the PyTorch engine runs on the CPU) with the CRF parameters read once: on
     one-sentence calls the tensor round trips cost as much as the CRF itself.
     """
+
+    group_costs = ONNX_GROUP_COSTS
+    """How tagging cuts batches for this engine (:mod:`textorch.inference_batches`)."""
 
     def __init__(self, model_file: Path, head: torch.nn.Module, threads: int | None = None) -> None:
         super().__init__(model_file, threads)
@@ -67,33 +79,13 @@ class OnnxRunner(_Session):
                                     for p in (crf.transitions, crf.start_transitions, crf.end_transitions))
 
     def emissions(self, batch) -> np.ndarray:
-        """``(B, L, labels)`` emissions; a batch of very different lengths runs in groups.
-
-        The graph runs its recurrent layers over every padded position, so a batch mixing short
-        and long sequences (GROBID headers at batch 256: 1 to 100+ tokens) pays for its longest
-        row in every row. Rows of similar length are run together instead, each group cut to
-        its longest row (:func:`~textorch.models.padded_rnn.length_groups`); emissions past a
-        row's length are never read. Transformer inputs (windows shared by rows) run whole.
-        Tagging calls already come cut where lengths spread (:mod:`textorch.inference_batches`,
-        costs of PyTorch calls); an ONNX Runtime call costs less, so finer cuts here still paid:
-        name-header batch 256 86.7k -> 93.4k tokens/s, CoNLL-2003 batch 32 114.6k -> 118.1k."""
+        """``(B, L, labels)`` emissions of one graph call (padded positions are never read)."""
         names = ("word_vectors", "char_ids", "casing_ids", "feature_ids", "mask")
-        tensors = [batch.word_vectors, batch.char_ids, batch.casing_ids, batch.feature_ids, batch.mask.long()]
+        feed = dict(zip(names, [batch.word_vectors, batch.char_ids, batch.casing_ids, batch.feature_ids, batch.mask.long()]))
         window_ids = getattr(batch, "window_ids", None)
         if window_ids is not None:
-            return self.run("emissions", {**dict(zip(names, tensors)), "input_ids": window_ids,
-                                          "attention_mask": batch.window_mask, "word_index": batch.word_index})
-        lengths = batch.lengths
-        groups = length_groups(lengths, WORD_GROUP_COSTS) if len(lengths) > 1 else None
-        if groups is None:
-            return self.run("emissions", dict(zip(names, tensors)))
-
-        def run(*parts: torch.Tensor | None) -> torch.Tensor:
-            *group_inputs, _ = parts  # the group's lengths come last; the graph reads the mask
-            feed = {name: None if part is None else part.contiguous() for name, part in zip(names, group_inputs)}
-            return torch.from_numpy(self.run("emissions", feed))
-
-        return in_length_groups(run, tensors, lengths, groups, steps=batch.mask.shape[1]).numpy()
+            feed.update(input_ids=window_ids, attention_mask=batch.window_mask, word_index=batch.word_index)
+        return self.run("emissions", feed)
 
     def decode(self, batch, with_scores: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         emissions = self.emissions(batch)
