@@ -27,14 +27,17 @@ class FakeModel:
         return [2 * item for item in items]
 
 
-async def _submit_all(batcher: MicroBatcher, requests: list[list[int]], stagger_s: float = 0.0) -> list:
+async def _submit_all(batcher: MicroBatcher, requests: list[list[int]], stagger_s: float | list[float] = 0.0) -> list:
+    """Results of ``requests`` submitted concurrently, ``stagger_s`` apart (one gap for all, or one
+    after each request)."""
+    gaps = stagger_s if isinstance(stagger_s, list) else [stagger_s] * len(requests)
     batcher.start()
     try:
         tasks = []
-        for request in requests:
+        for request, gap in zip(requests, gaps + [0.0] * len(requests)):
             tasks.append(asyncio.create_task(batcher.submit(request)))
-            if stagger_s:
-                await asyncio.sleep(stagger_s)
+            if gap:
+                await asyncio.sleep(gap)
         return await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await batcher.stop()
@@ -85,9 +88,38 @@ def test_requests_queued_during_a_batch_form_the_next_one(executor: ThreadPoolEx
     batcher = MicroBatcher(model, executor, window_s=0.01, max_batch_size=100)
     results = asyncio.run(_submit_all(batcher, [[1], [2], [3], [4]], stagger_s=0.1))
     assert results == [[2], [4], [6], [8]]
-    # [1] ran alone after its 10 ms window; 2, 3 and 4 came while it ran (500 ms) and, having
+    # [1] found the model idle and ran at once; 2, 3 and 4 came while it ran (500 ms) and, having
     # waited longer than the window already, went together at once
     assert model.batches == [[1], [2, 3, 4]]
+
+
+def test_a_request_finding_the_model_idle_and_nobody_waiting_does_not_wait_the_window(
+    executor: ThreadPoolExecutor,
+) -> None:
+    model = FakeModel()
+    batcher = MicroBatcher(model, executor, window_s=5.0, max_batch_size=100)
+
+    async def one_client() -> list:
+        batcher.start()
+        try:
+            return [await batcher.submit([i]) for i in range(3)]  # each after the last was answered
+        finally:
+            await batcher.stop()
+
+    started = time.perf_counter()
+    assert asyncio.run(one_client()) == [[0], [2], [4]]
+    assert time.perf_counter() - started < 2.5  # three 5 s windows would take 15 s
+    assert model.batches == [[0], [1], [2]]
+
+
+def test_once_requests_overlap_a_batch_waits_the_window_for_more(executor: ThreadPoolExecutor) -> None:
+    model = FakeModel(delay_s=0.3)
+    batcher = MicroBatcher(model, executor, window_s=0.4, max_batch_size=100)
+    # [1] runs at once (idle model); [2] comes while it computes, so concurrency is seen: its batch
+    # waits out the window (from [2]'s arrival at 0.1 s to 0.5 s) and [3], at 0.35 s, joins it
+    results = asyncio.run(_submit_all(batcher, [[1], [2], [3]], stagger_s=[0.1, 0.25]))
+    assert results == [[2], [4], [6]]
+    assert model.batches == [[1], [2, 3]]
 
 
 def test_a_failing_request_does_not_fail_its_batch_mates(executor: ThreadPoolExecutor) -> None:

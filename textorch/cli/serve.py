@@ -43,7 +43,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=d.host, help=f"interface to bind (default: {d.host}, this machine only)")
     p.add_argument("--port", type=int, default=d.port, help=f"port (default: {d.port})")
     p.add_argument("--batch-window-ms", type=float, default=d.batch_window_ms,
-                   help=f"how long a request waits for others to share its batch; 0 turns batching off (default: {d.batch_window_ms:g})")
+                   help=f"how long a request waits for others to share its batch while requests overlap (a request that finds the model idle runs at once); 0 turns batching off (default: {d.batch_window_ms:g})")
     p.add_argument("--max-batch-size", type=int, default=d.max_batch_size,
                    help=f"sequences per batch at most (default: {d.max_batch_size})")
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes,

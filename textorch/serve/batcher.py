@@ -1,9 +1,13 @@
 """Micro-batching: concurrent requests to one model are answered by one forward pass.
 
 GROBID sends many small requests (one citation, one date) from several threads. Run one by one,
-each pays the per-call overhead of the network; gathered, they cost little more than one. The
-first request of a batch waits up to ``window_s`` for others, the batch closes early at
-``max_batch_size`` sequences, and while a batch runs the next one fills up.
+each pays the per-call overhead of the network; gathered, they cost little more than one. While
+requests arrive concurrently, the first request of a batch waits up to ``window_s`` for others,
+the batch closes early at ``max_batch_size`` sequences, and while a batch runs the next one fills
+up. A request that finds the model idle and nobody else waiting runs at once: a lone client
+(GROBID on one thread) would otherwise pay the whole window on every request, for no company
+(date model, one client, 5 ms window: 131 requests/s and 7.4 ms median latency, against 538
+requests/s and 1.8 ms without the wait).
 
 Inference runs in a worker thread (one for the whole server, shared by all models) so that the
 event loop keeps accepting requests while the model computes; that is what lets batches form.
@@ -86,6 +90,10 @@ class MicroBatcher(Generic[Item, Result]):
         self._pending_items = 0
         self._arrived: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
+        self._computing = False
+        self._company = False
+        """Whether, since the last batch formed, a request arrived while a batch was computing or
+        while another was waiting: clients are concurrent, and waiting for more pays."""
         self.stats = BatchStats()
 
     def start(self) -> None:
@@ -116,6 +124,7 @@ class MicroBatcher(Generic[Item, Result]):
         future = loop.create_future()
         self._pending.append(_Job(items, future, loop.time()))
         self._pending_items += len(items)
+        self._company = self._company or self._computing or len(self._pending) > 1
         self._arrived.set()
         return await future
 
@@ -125,9 +134,10 @@ class MicroBatcher(Generic[Item, Result]):
             while not self._pending:
                 self._arrived.clear()
                 await self._arrived.wait()
-            if self.window_s > 0:
+            if self.window_s > 0 and self._company:
                 await self._wait_for_more()
             jobs = self._take_batch()
+            self._company = bool(self._pending)  # a batch closed by its size left others waiting
             await self._run_batch(jobs)
 
     async def _wait_for_more(self) -> None:
@@ -172,7 +182,7 @@ class MicroBatcher(Generic[Item, Result]):
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            results = await loop.run_in_executor(self._executor, self._run, items)
+            results = await self._compute(items)
         except Exception as exc:  # noqa: BLE001 - handed to the waiting request(s)
             if len(jobs) > 1:
                 # One bad request must not fail the others it happened to share a batch with.
@@ -191,3 +201,11 @@ class MicroBatcher(Generic[Item, Result]):
             if not job.future.done():
                 job.future.set_result(results[start:end])
             start = end
+
+    async def _compute(self, items: list) -> list:
+        """``run(items)`` in the worker thread, flagged as computing meanwhile (see ``_company``)."""
+        self._computing = True
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, items)
+        finally:
+            self._computing = False

@@ -15,7 +15,8 @@ class ServerConfig:
     """Interface to bind; the loopback default keeps a model private to the machine."""
     port: int = 8080
     batch_window_ms: float = 5.0
-    """How long the first request of a batch waits for others (0: no batching, one request per forward pass)."""
+    """How long the first request of a batch waits for others while requests overlap (a request that
+    finds the model idle runs at once; 0: no batching, one request per forward pass)."""
     max_batch_size: int = 64
     """Sequences per batch: a batch closes early when it reaches this many."""
     max_request_bytes: int = 1_048_576
