@@ -76,6 +76,8 @@ class Server:
         if args.cache_dir:
             command += ["--cache-dir", args.cache_dir]
         command += ["--device", args.device]
+        if args.engine:
+            command += ["--engine", args.engine]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -166,6 +168,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads in the server (default 1: the clients need the other core here)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="the server's device")
+    parser.add_argument("--engine", default=None, choices=["torch", "onnx", "auto"],
+                        help="the server's --engine (default: the server's own default)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--name", default="server-date")
     args = parser.parse_args()
@@ -187,6 +191,7 @@ def main() -> None:
                "model": str(args.model.name if args.model else
                             f"trained: {args.architecture}, {args.max_epoch} epochs, {Path(args.embeddings).name}"),
                "tokens_per_request_mean": float(np.mean(n_tokens)), "server_threads": args.threads,
+               "engine": args.engine or "the server's default",
                # the machine's load average before and after: other work on it makes the figures noisy
                "load_average": {"before": load_before, "after": os.getloadavg()}}
     print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")

@@ -14,6 +14,7 @@ TAGGING = [("batch1", "tag tok/s, batch 1"), ("batch32", "tag tok/s, batch 32"),
 PEER_METRIC = {"stream_seen": "stream"}
 """DeLFT keeps nothing across calls: its stream is the same whatever it saw before."""
 VARIANTS = [("textorch_labels", ", labels only (DeLFT's output)"), ("textorch_onnx", " (ONNX engine)"),
+            ("textorch_auto", " (auto engine: the server's default)"),
             ("textorch_onnx_int8", " (ONNX engine, int8)"), ("textorch_bf16", " (bf16)"),
             ("textorch_bf16_labels", ", labels only (DeLFT's output), bf16")]
 """textorch's other tagging set-ups (bench_vs_delft's result keys), each compared with DeLFT's one."""

@@ -200,6 +200,8 @@ def _textorch_variants(onnx_dir: str, bf16: bool) -> list[tuple[str, str, list[s
     variants = [
         ("textorch_labels", "labels only", ["--batch-sizes", "32", "256", "--labels-only"]),
         ("textorch_onnx", "ONNX engine", ["--engine", "onnx", "--onnx-dir", onnx_dir]),
+        # the server's default: ONNX Runtime for calls of few tokens, PyTorch for larger ones
+        ("textorch_auto", "auto engine", ["--engine", "auto"]),
         ("textorch_onnx_int8", "ONNX engine, int8", ["--engine", "onnx", "--onnx-dir", onnx_dir + "-int8", "--quantized",
                                                      "--batch-sizes", "32", "256", "--f1"]),
     ]

@@ -114,6 +114,11 @@ def cmd_tag(args: argparse.Namespace) -> None:
 
         attach_onnx(labeler, args.model, export_dir=args.onnx_dir, quantized=args.quantized,
                     threads=torch.get_num_threads())
+    elif args.engine == "auto":  # as `textorch serve` runs a tagger: exports into MODEL/onnx first
+        from textorch.onnx.engine import attach_auto
+
+        if attach_auto(labeler, args.model, args.precision, threads=torch.get_num_threads()) is None:
+            raise SystemExit("--engine auto found no ONNX model to use (see the log)")
     labeler.precision = args.precision
     rss_loaded = peak_rss_mb()
     sequences = read_for_tagging(args.input, args.format, labeler).sequences
@@ -174,7 +179,7 @@ def main() -> None:
     p.add_argument("--small-limit", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--min-seconds", type=float, default=0.5, help="loop short calls to last at least this long")
-    p.add_argument("--engine", choices=["torch", "onnx"], default="torch")
+    p.add_argument("--engine", choices=["torch", "onnx", "auto"], default="torch")
     p.add_argument("--onnx-dir", default=None, help="where the ONNX export is written (with --engine onnx)")
     p.add_argument("--quantized", action="store_true", help="with --engine onnx: the dynamic int8 model")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="with --engine torch")

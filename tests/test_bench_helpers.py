@@ -232,7 +232,7 @@ def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
     r = FakeRunner()
     settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0}
     out = bench_vs_delft.measure_tagging(r, job, Files(), settings)
-    assert [system for system, _ in r.calls] == ["delft", "textorch", "textorch", "textorch", "textorch"]
+    assert [system for system, _ in r.calls] == ["delft", "textorch", "textorch", "textorch", "textorch", "textorch"]
     for system, args in r.calls:
         assert args[:11] == ["tag", "--model", str(tmp_path / "models" / system / (("bench-" if system == "delft" else "")
                              + "date-BidLSTM_CRF-s1")), "--input", f"{system}-test.txt", "--format", "grobid",
@@ -240,9 +240,10 @@ def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
     extras = [args[11:] for _, args in r.calls]
     assert extras[0] == [] and extras[1] == ["--f1"]
     assert extras[2] == ["--batch-sizes", "32", "256", "--labels-only"]
-    assert "--quantized" not in extras[3] and "--quantized" in extras[4]
-    assert extras[3][extras[3].index("--onnx-dir") + 1] != extras[4][extras[4].index("--onnx-dir") + 1]
-    assert set(out) == {"key", "delft", "textorch", "textorch_labels", "textorch_onnx", "textorch_onnx_int8"}
+    assert "--quantized" not in extras[3] and "--quantized" in extras[5]
+    assert extras[3][extras[3].index("--onnx-dir") + 1] != extras[5][extras[5].index("--onnx-dir") + 1]
+    assert extras[4] == ["--engine", "auto"]  # the server's default, exported into the model directory
+    assert set(out) == {"key", "delft", "textorch", "textorch_labels", "textorch_onnx", "textorch_auto", "textorch_onnx_int8"}
 
 
 def test_bf16_variants_come_only_with_native_bf16_and_include_labels_only() -> None:

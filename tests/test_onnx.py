@@ -249,3 +249,70 @@ def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Pat
     one_call = labeler.predict(sequences, batch_size=len(sequences))
     assert widths == [longest]
     _assert_same(one_call, grouped)
+
+
+def test_auto_engine_runs_small_calls_in_onnx_runtime_and_large_ones_in_pytorch(
+    tmp_path: Path, tiny_grobid: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from textorch.onnx.engine import AutoRunner, attach_auto
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
+    sequences = read_labelled(tiny_grobid).sequences
+    expected = labeler.predict(sequences, batch_size=8)
+    model = tmp_path / "model"
+    labeler.save(model)
+    assert attach_auto(labeler, model) == model / "onnx"
+    assert isinstance(labeler.runner, AutoRunner)
+    graph_calls: list[int] = []
+    run = labeler.runner.onnx_runner.run
+    monkeypatch.setattr(labeler.runner.onnx_runner, "run",
+                        lambda output, feed: (graph_calls.append(int(feed["mask"].sum())), run(output, feed))[1])
+    labeler.runner.max_tokens = sum(len(s) for s in sequences[:3])
+    _assert_same(expected[:3], labeler.predict(sequences[:3], batch_size=8))  # small: the graph
+    assert sum(graph_calls) == labeler.runner.max_tokens
+    graph_calls.clear()
+    _assert_same(expected, labeler.predict(sequences, batch_size=8))  # larger: PyTorch
+    assert graph_calls == []
+    _assert_same(expected[:6], [labeler.predict([s], batch_size=1)[0] for s in sequences[:6]])
+    assert len(graph_calls) == 6
+
+
+def test_auto_engine_keeps_pytorch_where_onnx_runtime_cannot_serve(
+    tmp_path: Path, tiny_grobid: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import textorch.onnx.engine as engine
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF")
+    model = tmp_path / "model"
+    labeler.save(model)
+    expected = labeler.predict(read_labelled(tiny_grobid).sequences[:4])
+    with caplog.at_level("INFO", logger="textorch.onnx.engine"):
+        assert engine.attach_auto(labeler, model, precision="bf16") is None and labeler.runner is None
+    assert "--precision bf16 runs in PyTorch" in caplog.text
+
+    def broken_export(*args, **kwargs):
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(engine, "export_model", broken_export)
+    caplog.clear()
+    assert engine.attach_auto(labeler, model) is None
+    assert labeler.runner is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "exporter exploded" in warnings[0]
+    assert not (model / "onnx").exists()
+    _assert_same(expected, labeler.predict(read_labelled(tiny_grobid).sequences[:4]))
+
+
+def test_cli_tag_with_the_auto_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path) -> None:
+    from textorch.cli.main import main
+
+    model = tmp_path / "model"
+    assert main(["seq", "train", "--train", str(tiny_grobid), "--output", str(model), "--max-epoch", "1",
+                 "--batch-size", "8", "--early-stop", "false"]) == 0
+    labels = {}
+    for engine in ("torch", "auto"):
+        out = tmp_path / f"tagged-{engine}.txt"
+        assert main(["seq", "tag", "--model", str(model), "--input", str(tiny_grobid), "--input-format", "grobid",
+                     "--output", str(out), "--engine", engine]) == 0
+        labels[engine] = [line.split()[-1] for line in out.read_text().splitlines() if line.strip()]
+    assert labels["auto"] == labels["torch"] and (model / "onnx" / "model.onnx").exists()

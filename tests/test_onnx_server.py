@@ -77,3 +77,20 @@ def test_serve_command_passes_the_engine_options(model_dirs: dict[str, Path], mo
     capsys.readouterr()
     assert main(["serve", "--model", str(model_dirs["sentiment"]), "--quantized"]) == 2
     assert "need --engine onnx" in capsys.readouterr().err
+
+
+def test_serve_runs_taggers_on_the_auto_engine_by_default(model_dirs: dict[str, Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch.onnx.engine import AutoRunner
+    from textorch.serve import runner
+
+    started = {}
+    monkeypatch.setattr(runner, "serve_forever", lambda app, config, log_level="info": started.update(app=app))
+    assert main(["serve", "--model", str(model_dirs["ner"]), "--model", str(model_dirs["sentiment"]),
+                 "--threads", "1", "--device", "cpu"]) == 0
+    served = started["app"].state.models
+    assert served["ner"].engine == "auto" and isinstance(served["ner"].predictor.runner, AutoRunner)
+    assert served["sentiment"].engine == "pytorch" and served["sentiment"].predictor.runner is None
+    texts = ["Anna lives in Madrid .", "Peter and Mary lives in Rome ."]
+    _assert_same_answer(served["ner"].predictor.tag(texts, model_name="ner"),
+                        SequenceLabeler.load(model_dirs["ner"]).tag(texts, model_name="ner"))

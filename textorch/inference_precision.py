@@ -41,7 +41,7 @@ def check_inference_precision(precision: str, device: torch.device | str = "cpu"
         raise ConfigError(f"--precision must be one of {', '.join(INFERENCE_PRECISIONS)}, got {precision!r}")
     if precision == "fp32":
         return
-    if engine != "torch":
+    if engine == "onnx":
         raise ConfigError(f"--precision {precision} needs --engine torch (ONNX Runtime runs the exported fp32 "
                           "or int8 graph; see --quantized)")
     warn_without_native_bf16(device)

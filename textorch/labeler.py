@@ -124,8 +124,9 @@ class SequenceLabeler(LabelerAPI):
         """Character-encoder outputs of tokens met by earlier ``predict`` calls (see
         :mod:`textorch.models.token_vector_cache`)."""
         self.runner = None
-        """Alternative network runner with the model's ``decode`` contract (``--engine onnx``, see
-        :mod:`textorch.onnx.engine`); None runs the PyTorch network."""
+        """Alternative network runner with the model's ``decode`` contract (``--engine onnx``), or
+        one that picks per call (``--engine auto``), see :mod:`textorch.onnx.engine`; None runs the
+        PyTorch network."""
         self.precision = "fp32"
         """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
         ``bf16`` autocast for batches of 8 sequences or more (``--precision``, see
@@ -230,7 +231,8 @@ class SequenceLabeler(LabelerAPI):
         lengths = data.lengths()
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
-        costs = group_costs(self.device, self.transformer is not None, getattr(self.runner, "group_costs", None))
+        runner = self._runner_for(sum(lengths))
+        costs = group_costs(self.device, self.transformer is not None, getattr(runner, "group_costs", None))
         batches = [[nonempty[j] for j in chunk]
                    for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, costs)]
         local: list[tuple[int, Prediction]] = []
@@ -238,18 +240,18 @@ class SequenceLabeler(LabelerAPI):
             local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]
         mine = my_batches(batches, ctx)
         token_vectors = None
-        precision = "fp32" if self.runner is not None else self.precision
-        if self.runner is None and mine:
+        precision = "fp32" if runner is not None else self.precision
+        if runner is None and mine:
             with inference_autocast(batch_precision(precision, len(nonempty)), self.device):
                 token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
         on_cpu = self.device.type == "cpu"  # batches are built there: no copy to make
         for indices in mine:
             # An ONNX runner reads char_ids itself: no distinct-token rows to prepare for it.
-            batch = data.batch(indices, token_vectors, char_rows=self.runner is None)
+            batch = data.batch(indices, token_vectors, char_rows=runner is None)
             if not on_cpu:
                 batch = batch.to(self.device)
             with inference_autocast(batch_precision(precision, len(indices)), self.device):
-                paths, scores = (self.runner or self.model).decode(batch, with_scores=with_scores)
+                paths, scores = (runner or self.model).decode(batch, with_scores=with_scores)
             paths_np = paths.cpu().numpy() if isinstance(paths, torch.Tensor) else paths
             scores_np = scores.float().cpu().numpy() if isinstance(scores, torch.Tensor) else scores
             if not with_scores:
@@ -261,6 +263,12 @@ class SequenceLabeler(LabelerAPI):
         if gather and ctx.world_size > 1:
             return gather_in_order(local, len(lengths), ctx)
         return place(local, len(lengths))
+
+    def _runner_for(self, n_tokens: int):
+        """What runs the network for a call of ``n_tokens`` tokens: ``self.runner``, or under
+        ``--engine auto`` (:class:`textorch.onnx.engine.AutoRunner`) its choice; None: PyTorch."""
+        choose = getattr(self.runner, "runner_for", None)
+        return choose(n_tokens) if choose is not None else self.runner
 
     def _char_encoder(self) -> torch.nn.Module | None:
         """The model's character encoder, found once per model object (a module walk costs

@@ -34,11 +34,13 @@ def _export_onnx(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = True) -> None:
+def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = True, engine: str = "torch") -> None:
     """``--engine``/``--onnx-dir``/``--quantized``/``--precision`` for commands that run a saved model."""
     group = parser.add_argument_group("inference engine")
-    group.add_argument("--engine", default="torch", choices=["torch", "onnx"],
-                       help="run the network with PyTorch or ONNX Runtime (CPU; exports into MODEL/onnx when absent) (default: torch)")
+    group.add_argument("--engine", default=engine, choices=["torch", "onnx", "auto"],
+                       help="run the network with PyTorch or ONNX Runtime (CPU; exports into MODEL/onnx when absent); "
+                            "auto: ONNX Runtime for calls of up to 1,024 tokens (taggers without a transformer, "
+                            f"CPU, fp32, onnxruntime installed), PyTorch otherwise (default: {engine})")
     if with_onnx_dir:
         group.add_argument("--onnx-dir", default=None, metavar="DIR",
                            help="ONNX export to use with --engine onnx (default: MODEL/onnx)")
@@ -52,7 +54,7 @@ def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = Tr
 def apply_engine_options(args: argparse.Namespace, predictor) -> None:
     """Switch a loaded tagger or classifier to ONNX Runtime, or to bf16, when the options ask for it."""
     from textorch.inference_precision import check_inference_precision
-    from textorch.onnx.engine import attach_onnx, check_engine
+    from textorch.onnx.engine import attach_auto, attach_onnx, check_engine
 
     engine, export_dir, quantized = getattr(args, "engine", "torch"), getattr(args, "onnx_dir", None), args.quantized
     check_engine(engine, predictor.device, quantized, export_dir)
@@ -60,6 +62,8 @@ def apply_engine_options(args: argparse.Namespace, predictor) -> None:
     predictor.precision = args.precision
     if engine == "onnx":
         attach_onnx(predictor, args.model, export_dir, quantized=quantized, threads=args.threads)
+    elif engine == "auto":
+        attach_auto(predictor, args.model, args.precision, threads=args.threads)
 
 
 def register(groups: argparse._SubParsersAction) -> None:

@@ -55,6 +55,6 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
                         help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch or ONNX Runtime (default: their choice)")
-    add_engine_options(p, with_onnx_dir=False)
+    add_engine_options(p, with_onnx_dir=False, engine="auto")  # a server's requests are small
     p.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
     p.set_defaults(run=_serve)

@@ -32,7 +32,9 @@ class ServedModel:
     """A ``SequenceLabeler`` or a ``TextClassifier``."""
     directory: str
     engine: str = "pytorch"
-    """``pytorch`` or ``onnx`` (``serve --engine onnx``): what runs the network."""
+    """What runs the network: ``pytorch``, ``onnx`` (``serve --engine onnx``) or ``auto`` (ONNX
+    Runtime for batches of few tokens, PyTorch for larger ones; ``pytorch`` when ``--engine auto``
+    found no ONNX model to use)."""
 
     def describe(self) -> dict[str, Any]:
         predictor = self.predictor
@@ -98,10 +100,12 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
     ``engine="onnx"`` runs each model with ONNX Runtime from ``DIR/onnx``, exported there first
     when absent or older than the model (into a temporary directory when ``DIR`` is read-only),
     as ``seq tag --engine onnx`` does: a served model answers exactly what the CLI would.
+    ``engine="auto"`` (the ``serve`` default) does the same for taggers that may use it and runs
+    only their small batches there (:class:`textorch.onnx.engine.AutoRunner`).
     ``precision="bf16"`` runs the PyTorch networks under bfloat16 autocast (``--precision``).
     """
     from textorch.inference_precision import check_inference_precision
-    from textorch.onnx.engine import attach_onnx, check_engine
+    from textorch.onnx.engine import attach_auto, attach_onnx, check_engine
 
     check_engine(engine, device, quantized)
     check_inference_precision(precision, device, engine)
@@ -121,6 +125,8 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
             export = attach_onnx(predictor, directory, quantized=quantized, threads=threads)
             served_engine = "onnx"
             logger.info("model %s runs with ONNX Runtime from %s%s", name, export, " (int8)" if quantized else "")
+        elif engine == "auto" and attach_auto(predictor, directory, precision, threads) is not None:
+            served_engine = "auto"
         models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
         logger.info("model %s: %s %s from %s", name, kind, _architecture(predictor), directory)
     return models
