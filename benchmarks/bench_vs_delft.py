@@ -156,7 +156,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
         onnx_dir = str(r.work / "onnx" / job["key"])
         for stale in (onnx_dir, onnx_dir + "-int8"):  # an earlier run's exports
             shutil.rmtree(stale, ignore_errors=True)
-        for variant, label, extra in _textorch_variants(onnx_dir, settings["bf16"]):
+        for variant, label, extra in _textorch_variants(onnx_dir, settings["bf16"], auto=job.get("transformer") is None):
             print(f"tag   textorch {job['key']} ({label}) ...", end=" ", flush=True)
             payload, _ = r.runner("textorch", f"tag-{variant}-{job['key']}", tag_args("textorch", *extra))
             out[variant] = payload
@@ -190,18 +190,22 @@ def _print_rates(payload: dict | None) -> None:
         print(" ".join(f"{k} {v['tokens_per_s']:.0f}" for k, v in payload["tagging"].items()) + " tok/s", flush=True)
 
 
-def _textorch_variants(onnx_dir: str, bf16: bool) -> list[tuple[str, str, list[str]]]:
+def _textorch_variants(onnx_dir: str, bf16: bool, auto: bool = True) -> list[tuple[str, str, list[str]]]:
     """textorch's other tagging set-ups, same model and data: (result key, label, runner options).
 
     Labels only is DeLFT's own output (its ``tag`` gives CRF labels without confidences): the
     like-for-like rows. Each ONNX set-up exports into its own directory before its timing
     (``--quantized`` adds the int8 model, dynamic quantisation); the int8 rows come with their F1.
+    ``auto``: also the auto engine, the server's default (not for transformer taggers, which it
+    runs in PyTorch: the rows would repeat the PyTorch ones).
     """
     variants = [
         ("textorch_labels", "labels only", ["--batch-sizes", "32", "256", "--labels-only"]),
         ("textorch_onnx", "ONNX engine", ["--engine", "onnx", "--onnx-dir", onnx_dir]),
-        # the server's default: ONNX Runtime for calls of few tokens, PyTorch for larger ones
-        ("textorch_auto", "auto engine", ["--engine", "auto"]),
+    ]
+    if auto:  # ONNX Runtime for calls of few tokens, PyTorch for larger ones
+        variants.append(("textorch_auto", "auto engine", ["--engine", "auto"]))
+    variants += [
         ("textorch_onnx_int8", "ONNX engine, int8", ["--engine", "onnx", "--onnx-dir", onnx_dir + "-int8", "--quantized",
                                                      "--batch-sizes", "32", "256", "--f1"]),
     ]

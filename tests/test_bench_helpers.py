@@ -252,3 +252,10 @@ def test_bf16_variants_come_only_with_native_bf16_and_include_labels_only() -> N
     assert set(with_bf16) - set(without) == {"textorch_bf16", "textorch_bf16_labels"}
     assert with_bf16["textorch_bf16_labels"] == ["--precision", "bf16", "--batch-sizes", "32", "256", "--labels-only"]
     assert {key for key, _ in bench_table.VARIANTS} >= set(with_bf16)  # every set-up gets its table rows
+
+
+def test_the_auto_engine_variant_is_left_out_for_transformer_jobs() -> None:
+    keys = [key for key, _, _ in bench_vs_delft._textorch_variants("onnx", bf16=False)]
+    assert "textorch_auto" in keys
+    assert [key for key, _, _ in bench_vs_delft._textorch_variants("onnx", bf16=False, auto=False)] == \
+        [key for key in keys if key != "textorch_auto"]
