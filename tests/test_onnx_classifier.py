@@ -143,14 +143,15 @@ def test_cli_classify_and_eval_with_the_onnx_engine(tmp_path: Path, capsys: pyte
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS[:-2]) + "\n", encoding="utf-8")
     documents = {}
-    for engine in (["--engine", "torch"], ["--engine", "onnx"], ["--engine", "onnx", "--quantized"]):
+    for engine in (["--engine", "torch"], ["--engine", "onnx"], ["--engine", "onnx", "--quantized"], ["--engine", "auto"]):
         out = tmp_path / f"out{len(documents)}.json"
         assert main(["cls", "classify", "--model", str(model), "--input", str(texts), "--output", str(out), *engine]) == 0
         documents[" ".join(engine)] = json.loads(out.read_text())["classifications"]
-    torch_records, onnx_records = documents["--engine torch"], documents["--engine onnx"]
-    assert [r["labels"] for r in onnx_records] == [r["labels"] for r in torch_records]
-    for a, b in zip(torch_records, onnx_records):
-        assert b["scores"] == pytest.approx(a["scores"], abs=1e-4)
+    torch_records = documents["--engine torch"]
+    for other in ("--engine onnx", "--engine auto"):
+        assert [r["labels"] for r in documents[other]] == [r["labels"] for r in torch_records]
+        for a, b in zip(torch_records, documents[other]):
+            assert b["scores"] == pytest.approx(a["scores"], abs=1e-4)
     assert len(documents["--engine onnx --quantized"]) == len(torch_records)
     assert (model / "onnx" / "model.int8.onnx").is_file()  # --quantized re-exported with int8
     metrics = {}

@@ -79,9 +79,10 @@ def test_serve_command_passes_the_engine_options(model_dirs: dict[str, Path], mo
     assert "need --engine onnx" in capsys.readouterr().err
 
 
-def test_serve_runs_taggers_on_the_auto_engine_by_default(model_dirs: dict[str, Path],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from textorch.onnx.engine import AutoRunner
+def test_serve_runs_models_on_the_auto_engine_by_default(model_dirs: dict[str, Path],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch.classifier import TextClassifier
+    from textorch.onnx.engine import AutoRunner, OnnxClassifierRunner
     from textorch.serve import runner
 
     started = {}
@@ -90,7 +91,14 @@ def test_serve_runs_taggers_on_the_auto_engine_by_default(model_dirs: dict[str, 
                  "--threads", "1", "--device", "cpu"]) == 0
     served = started["app"].state.models
     assert served["ner"].engine == "auto" and isinstance(served["ner"].predictor.runner, AutoRunner)
-    assert served["sentiment"].engine == "pytorch" and served["sentiment"].predictor.runner is None
+    assert served["sentiment"].engine == "auto"
+    assert isinstance(served["sentiment"].predictor.runner, OnnxClassifierRunner)  # every call: faster at all sizes
     texts = ["Anna lives in Madrid .", "Peter and Mary lives in Rome ."]
     _assert_same_answer(served["ner"].predictor.tag(texts, model_name="ner"),
                         SequenceLabeler.load(model_dirs["ner"]).tag(texts, model_name="ner"))
+    sentences = [text for text, _ in SENTIMENT[:6]]
+    got = served["sentiment"].predictor.predict(sentences)
+    expected = TextClassifier.load(model_dirs["sentiment"]).predict(sentences)
+    assert [p.labels for p in got] == [p.labels for p in expected]
+    for a, b in zip(got, expected):
+        assert a.scores == pytest.approx(b.scores, abs=1e-4)

@@ -39,8 +39,9 @@ def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = Tr
     group = parser.add_argument_group("inference engine")
     group.add_argument("--engine", default=engine, choices=["torch", "onnx", "auto"],
                        help="run the network with PyTorch or ONNX Runtime (CPU; exports into MODEL/onnx when absent); "
-                            "auto: ONNX Runtime for calls of up to 1,024 tokens (taggers without a transformer, "
-                            f"CPU, fp32, onnxruntime installed), PyTorch otherwise (default: {engine})")
+                            "auto: ONNX Runtime where it is faster (a tagger's calls of up to 1,024 tokens, every "
+                            "call of a classifier; no transformer, CPU, fp32, onnxruntime installed), PyTorch "
+                            f"otherwise (default: {engine})")
     if with_onnx_dir:
         group.add_argument("--onnx-dir", default=None, metavar="DIR",
                            help="ONNX export to use with --engine onnx (default: MODEL/onnx)")

@@ -33,8 +33,8 @@ class ServedModel:
     directory: str
     engine: str = "pytorch"
     """What runs the network: ``pytorch``, ``onnx`` (``serve --engine onnx``) or ``auto`` (ONNX
-    Runtime for batches of few tokens, PyTorch for larger ones; ``pytorch`` when ``--engine auto``
-    found no ONNX model to use)."""
+    Runtime where it is faster, see :func:`textorch.onnx.engine.attach_auto`; ``pytorch`` when
+    ``--engine auto`` found no ONNX model to use)."""
 
     def describe(self) -> dict[str, Any]:
         predictor = self.predictor
@@ -100,8 +100,8 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
     ``engine="onnx"`` runs each model with ONNX Runtime from ``DIR/onnx``, exported there first
     when absent or older than the model (into a temporary directory when ``DIR`` is read-only),
     as ``seq tag --engine onnx`` does: a served model answers exactly what the CLI would.
-    ``engine="auto"`` (the ``serve`` default) does the same for taggers that may use it and runs
-    only their small batches there (:class:`textorch.onnx.engine.AutoRunner`).
+    ``engine="auto"`` (the ``serve`` default) does the same for models that may use it and runs
+    there what is faster there (:func:`textorch.onnx.engine.attach_auto`).
     ``precision="bf16"`` runs the PyTorch networks under bfloat16 autocast (``--precision``).
     """
     from textorch.inference_precision import check_inference_precision
