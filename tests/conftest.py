@@ -99,6 +99,24 @@ def viterbi_from_crf_json(emissions, crf: dict) -> list[int]:
     return path[::-1]
 
 
+def cli_trained_tagger(model: Path, data: Path) -> Path:
+    """A BidLSTM_CRF tagger trained for one epoch through ``textorch seq train``."""
+    from textorch.cli.main import main
+
+    assert main(["seq", "train", "--train", str(data), "--output", str(model), "--max-epoch", "1",
+                 "--batch-size", "8", "--early-stop", "false"]) == 0
+    return model
+
+
+def cli_tagged_rows(model: Path, data: Path, input_format: str, output: Path, *options: str) -> list[list[str]]:
+    """The columns of every token line ``textorch seq tag`` writes for ``data`` with ``options``."""
+    from textorch.cli.main import main
+
+    assert main(["seq", "tag", "--model", str(model), "--input", str(data), "--input-format", input_format,
+                 "--output", str(output), *options]) == 0
+    return [line.split() for line in output.read_text().splitlines() if line.strip()]
+
+
 def write_tiny_conll(path: Path, n: int = 40) -> Path:
     """A small 4-column IOB1 CoNLL file."""
     people = ["John", "Mary", "Peter", "Anna"]

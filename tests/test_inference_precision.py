@@ -18,7 +18,7 @@ from textorch.inference_precision import check_inference_precision, inference_au
 from textorch.labeler import SequenceLabeler
 from textorch.models.token_vector_cache import TokenVectorCache
 
-from conftest import trained_once
+from conftest import cli_tagged_rows, cli_trained_tagger, trained_once
 
 _TRAINED: dict = {}
 
@@ -136,15 +136,9 @@ def test_precision_checks(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.
 
 
 def test_cli_tags_with_bf16_and_refuses_it_with_onnx(tmp_path: Path, tiny_conll: Path, capsys: pytest.CaptureFixture) -> None:
-    model = tmp_path / "model"
-    assert main(["seq", "train", "--train", str(tiny_conll), "--output", str(model), "--max-epoch", "1",
-                 "--batch-size", "8", "--early-stop", "false"]) == 0
-    outputs = {}
-    for precision in ("fp32", "bf16"):
-        out = tmp_path / f"{precision}.conll"
-        assert main(["seq", "tag", "--model", str(model), "--input", str(tiny_conll), "--input-format", "conll",
-                     "--output", str(out), "--precision", precision]) == 0
-        outputs[precision] = [line.split() for line in out.read_text().splitlines() if line.strip()]
+    model = cli_trained_tagger(tmp_path / "model", tiny_conll)
+    outputs = {precision: cli_tagged_rows(model, tiny_conll, "conll", tmp_path / f"{precision}.conll", "--precision", precision)
+               for precision in ("fp32", "bf16")}
     assert len(outputs["bf16"]) == len(outputs["fp32"]) > 0
     assert [row[0] for row in outputs["bf16"]] == [row[0] for row in outputs["fp32"]]  # every token, in order
     capsys.readouterr()

@@ -11,7 +11,7 @@ import torch
 
 pytest.importorskip("onnxruntime")
 
-from conftest import trained_once, viterbi_from_crf_json  # noqa: E402
+from conftest import cli_tagged_rows, cli_trained_tagger, trained_once, viterbi_from_crf_json  # noqa: E402
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
@@ -304,15 +304,8 @@ def test_auto_engine_keeps_pytorch_where_onnx_runtime_cannot_serve(
 
 
 def test_cli_tag_with_the_auto_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path) -> None:
-    from textorch.cli.main import main
-
-    model = tmp_path / "model"
-    assert main(["seq", "train", "--train", str(tiny_grobid), "--output", str(model), "--max-epoch", "1",
-                 "--batch-size", "8", "--early-stop", "false"]) == 0
-    labels = {}
-    for engine in ("torch", "auto"):
-        out = tmp_path / f"tagged-{engine}.txt"
-        assert main(["seq", "tag", "--model", str(model), "--input", str(tiny_grobid), "--input-format", "grobid",
-                     "--output", str(out), "--engine", engine]) == 0
-        labels[engine] = [line.split()[-1] for line in out.read_text().splitlines() if line.strip()]
+    model = cli_trained_tagger(tmp_path / "model", tiny_grobid)
+    labels = {engine: [row[-1] for row in cli_tagged_rows(model, tiny_grobid, "grobid", tmp_path / f"{engine}.txt",
+                                                          "--engine", engine)]
+              for engine in ("torch", "auto")}
     assert labels["auto"] == labels["torch"] and (model / "onnx" / "model.onnx").exists()
