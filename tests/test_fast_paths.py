@@ -75,8 +75,10 @@ def test_both_numpy_crf_routes_equal_torch_crf(route_limit: int, monkeypatch: py
     paths, scores = crf_numpy.viterbi_with_confidence(emissions.numpy(), lengths.numpy(), *params)
     assert np.array_equal(paths, expected_paths.numpy())
     assert np.allclose(scores, expected.numpy(), atol=1e-6)
-    one_paths, one_scores = crf_numpy.viterbi_with_confidence(emissions[:1].numpy(), lengths[:1].numpy(), *params)
-    assert np.array_equal(one_paths, paths[:1]) and np.allclose(one_scores, scores[:1], atol=1e-6)
+    for row, n in enumerate(lengths.tolist()):  # each alone, cut to its length: the one-sequence route
+        one_paths, one_scores = crf_numpy.viterbi_with_confidence(emissions[row:row + 1, :n].numpy(),
+                                                                  lengths[row:row + 1].numpy(), *params)
+        assert np.array_equal(one_paths[0], paths[row, :n]) and np.allclose(one_scores[0], scores[row, :n], atol=1e-6)
     for rows in (slice(None), slice(0, 1)):  # labels only: the same paths, no confidence
         bare_paths, none = crf_numpy.viterbi_with_confidence(emissions[rows].numpy(), lengths[rows].numpy(), *params,
                                                              with_confidence=False)
