@@ -45,6 +45,8 @@ at most 4 or 16 groups instead of 8."""
 def inference_batches(lengths: Sequence[int], batch_size: int, costs: GroupCosts | None) -> list[list[int]]:
     """Positions into ``lengths`` in batches of at most ``batch_size``, sorted by length; each
     batch cut where ``costs`` (:func:`group_costs`; None: never) says that pays."""
+    if len(lengths) == 1:  # one-sequence calls (a server's lone requests)
+        return [[0]]
     batches = sorted_batches(lengths, batch_size)
     if costs is None:
         return batches
