@@ -309,3 +309,20 @@ def test_cli_tag_with_the_auto_engine_equals_pytorch(tmp_path: Path, tiny_grobid
                                                           "--engine", engine)]
               for engine in ("torch", "auto")}
     assert labels["auto"] == labels["torch"] and (model / "onnx" / "model.onnx").exists()
+
+
+def test_load_takes_the_engine_as_the_commands_do(tmp_path: Path, tiny_grobid: Path) -> None:
+    from textorch.errors import ConfigError
+    from textorch.onnx.engine import AutoRunner, OnnxRunner
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF")
+    model = tmp_path / "model"
+    labeler.save(model)
+    sequences = read_labelled(tiny_grobid).sequences[:5]
+    expected = SequenceLabeler.load(model).predict(sequences)
+    for engine, runner_type in (("auto", AutoRunner), ("onnx", OnnxRunner)):
+        loaded = SequenceLabeler.load(model, engine=engine)
+        assert isinstance(loaded.runner, runner_type)
+        _assert_same(expected, loaded.predict(sequences))
+    with pytest.raises(ConfigError, match="--engine must be one of"):
+        SequenceLabeler.load(model, engine="tensorrt")

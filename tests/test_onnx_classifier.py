@@ -153,6 +153,11 @@ def test_cli_classify_and_eval_with_the_onnx_engine(tmp_path: Path, capsys: pyte
         for a, b in zip(torch_records, documents[other]):
             assert b["scores"] == pytest.approx(a["scores"], abs=1e-4)
     assert len(documents["--engine onnx --quantized"]) == len(torch_records)
+    from textorch.classifier import TextClassifier
+    from textorch.onnx.engine import OnnxClassifierRunner
+
+    assert isinstance(TextClassifier.load(model, engine="auto").runner, OnnxClassifierRunner)  # the API's --engine
+    assert TextClassifier.load(model).runner is None
     assert (model / "onnx" / "model.int8.onnx").is_file()  # --quantized re-exported with int8
     metrics = {}
     for engine in ("torch", "onnx"):

@@ -364,8 +364,11 @@ class SequenceLabeler(LabelerAPI):
         device: torch.device | str = "cpu",
         embeddings: object | None = None,
         cache_dir: str | Path | None = None,
+        engine: str = "torch",
     ) -> "SequenceLabeler":
-        """Rebuild from ``config.json`` then load the weights; embeddings are re-opened and checked."""
+        """Rebuild from ``config.json`` then load the weights; embeddings are re-opened and checked.
+        ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
+        ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
         config, vocab, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
@@ -396,7 +399,12 @@ class SequenceLabeler(LabelerAPI):
         except RuntimeError as exc:
             raise ModelFormatError(f"{directory}/model.safetensors: weights do not fit the config ({exc})") from None
         model.eval()
-        return cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device, transformer)
+        labeler = cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device, transformer)
+        if engine != "torch":
+            from textorch.onnx.engine import use_engine
+
+            use_engine(labeler, directory, engine)
+        return labeler
 
     @property
     def label_names(self) -> list[str]:

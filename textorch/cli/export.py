@@ -55,16 +55,13 @@ def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = Tr
 def apply_engine_options(args: argparse.Namespace, predictor) -> None:
     """Switch a loaded tagger or classifier to ONNX Runtime, or to bf16, when the options ask for it."""
     from textorch.inference_precision import check_inference_precision
-    from textorch.onnx.engine import attach_auto, attach_onnx, check_engine
+    from textorch.onnx.engine import check_engine, use_engine
 
     engine, export_dir, quantized = getattr(args, "engine", "torch"), getattr(args, "onnx_dir", None), args.quantized
     check_engine(engine, predictor.device, quantized, export_dir)
     check_inference_precision(args.precision, predictor.device, engine)
     predictor.precision = args.precision
-    if engine == "onnx":
-        attach_onnx(predictor, args.model, export_dir, quantized=quantized, threads=args.threads)
-    elif engine == "auto":
-        attach_auto(predictor, args.model, args.precision, threads=args.threads)
+    use_engine(predictor, args.model, engine, quantized, export_dir, args.threads)
 
 
 def register(groups: argparse._SubParsersAction) -> None:

@@ -193,6 +193,21 @@ def attach_auto(predictor, model_dir: str | Path, precision: str = "fp32", threa
     return directory
 
 
+def use_engine(predictor, model_dir: str | Path, engine: str = "torch", quantized: bool = False,
+               export_dir: str | Path | None = None, threads: int | None = None) -> str:
+    """Run ``predictor`` (loaded from ``model_dir``, its ``precision`` set) with ``engine``, as
+    the commands' ``--engine`` does; returns what now runs it: ``pytorch``, ``onnx`` or ``auto``
+    (``pytorch`` when ``auto`` found no ONNX model to use)."""
+    check_engine(engine, predictor.device, quantized, export_dir)
+    if engine == "onnx":
+        export = attach_onnx(predictor, model_dir, export_dir, quantized=quantized, threads=threads)
+        logger.info("%s runs with ONNX Runtime from %s%s", model_dir, export, " (int8)" if quantized else "")
+        return "onnx"
+    if engine == "auto" and attach_auto(predictor, model_dir, predictor.precision, threads) is not None:
+        return "auto"
+    return "pytorch"
+
+
 def default_export_dir(model_dir: str | Path) -> Path:
     return Path(model_dir) / "onnx"
 

@@ -105,7 +105,7 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
     ``precision="bf16"`` runs the PyTorch networks under bfloat16 autocast (``--precision``).
     """
     from textorch.inference_precision import check_inference_precision
-    from textorch.onnx.engine import attach_auto, attach_onnx, check_engine
+    from textorch.onnx.engine import check_engine, use_engine
 
     check_engine(engine, device, quantized)
     check_inference_precision(precision, device, engine)
@@ -120,13 +120,7 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
             raise ModelFormatError(f"{directory}: cannot serve a model of task {task!r}")
         predictor = _loader(kind)(directory, device=device, cache_dir=cache_dir)
         predictor.precision = precision
-        served_engine = "pytorch"
-        if engine == "onnx":
-            export = attach_onnx(predictor, directory, quantized=quantized, threads=threads)
-            served_engine = "onnx"
-            logger.info("model %s runs with ONNX Runtime from %s%s", name, export, " (int8)" if quantized else "")
-        elif engine == "auto" and attach_auto(predictor, directory, precision, threads) is not None:
-            served_engine = "auto"
+        served_engine = use_engine(predictor, directory, engine, quantized, threads=threads)
         models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
-        logger.info("model %s: %s %s from %s", name, kind, _architecture(predictor), directory)
+        logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, served_engine)
     return models
