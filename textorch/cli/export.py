@@ -48,7 +48,7 @@ def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = Tr
     group.add_argument("--quantized", action="store_true",
                        help="with --engine onnx: use the int8 model (dynamic quantisation)")
     group.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
-                       help="with --engine torch: fp32 (exact) or bf16 autocast, faster on CPUs with native "
+                       help="with --engine torch (or auto, which then runs every call in PyTorch): fp32 (exact) or bf16 autocast, faster on CPUs with native "
                             "bfloat16 (AVX512-BF16, AMX) and on GPUs; labels may differ slightly (default: fp32)")
 
 
