@@ -102,24 +102,18 @@ def _load(model_dir: str, cache_dir: str | None) -> SequenceLabeler:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from textorch.onnx.engine import check_engine
+    from textorch.onnx.engine import check_engine, use_engine
 
     check_engine(args.engine, "cpu", args.quantized, args.onnx_dir)  # --quantized alone would be ignored
     started = time.perf_counter()
     labeler = _load(args.model, args.cache_dir)
     load_s = time.perf_counter() - started
-    if args.engine == "onnx":
-        # The export (made once, outside the timing) goes to the work dir, not the model dir.
-        from textorch.onnx.engine import attach_onnx
-
-        attach_onnx(labeler, args.model, export_dir=args.onnx_dir, quantized=args.quantized,
-                    threads=torch.get_num_threads())
-    elif args.engine == "auto":  # as `textorch serve` runs a tagger: exports into MODEL/onnx first
-        from textorch.onnx.engine import attach_auto
-
-        if attach_auto(labeler, args.model, args.precision, threads=torch.get_num_threads()) is None:
-            raise SystemExit("--engine auto found no ONNX model to use (see the log)")
     labeler.precision = args.precision
+    # Any export is made once, outside the timing: ONNX into --onnx-dir (the work dir), auto into
+    # MODEL/onnx as `textorch serve` does.
+    used = use_engine(labeler, args.model, args.engine, args.quantized, args.onnx_dir, torch.get_num_threads())
+    if args.engine == "auto" and used != "auto":  # the rows would time PyTorch under another name
+        raise SystemExit("--engine auto found no ONNX model to use (see the log)")
     rss_loaded = peak_rss_mb()
     sequences = read_for_tagging(args.input, args.format, labeler).sequences
     lengths = [len(s) for s in sequences]

@@ -287,7 +287,9 @@ def test_auto_engine_keeps_pytorch_where_onnx_runtime_cannot_serve(
     labeler.save(model)
     expected = labeler.predict(read_labelled(tiny_grobid).sequences[:4])
     with caplog.at_level("INFO", logger="textorch.onnx.engine"):
-        assert engine.attach_auto(labeler, model, precision="bf16") is None and labeler.runner is None
+        labeler.precision = "bf16"
+        assert engine.attach_auto(labeler, model) is None and labeler.runner is None
+    labeler.precision = "fp32"
     assert "--precision bf16 runs in PyTorch" in caplog.text
 
     def broken_export(*args, **kwargs):
@@ -326,3 +328,5 @@ def test_load_takes_the_engine_as_the_commands_do(tmp_path: Path, tiny_grobid: P
         _assert_same(expected, loaded.predict(sequences))
     with pytest.raises(ConfigError, match="--engine must be one of"):
         SequenceLabeler.load(model, engine="tensorrt")
+    with pytest.raises(ConfigError, match="--engine must be one of"):  # refused before the directory is read
+        SequenceLabeler.load(tmp_path / "nowhere", engine="tensorrt")

@@ -387,6 +387,9 @@ class TextClassifier:
         """Rebuild from ``config.json`` with the builder it names, then load the weights.
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
+        from textorch.onnx.engine import check_engine, use_engine
+
+        check_engine(engine, device)  # a wrong engine is refused before anything is read
         config, vocab_json, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a text classification model")
@@ -423,10 +426,7 @@ class TextClassifier:
         classifier = cls(model_config, data_config, classes, multi, network, text_encoder, embeddings, parts, device)
         classifier.thresholds = np.asarray(config["thresholds"], dtype=np.float64)
         classifier.member_thresholds = np.asarray(config["member_thresholds"], dtype=np.float64)
-        if engine != "torch":
-            from textorch.onnx.engine import use_engine
-
-            use_engine(classifier, directory, engine)
+        use_engine(classifier, directory, engine)
         return classifier
 
 

@@ -369,6 +369,9 @@ class SequenceLabeler(LabelerAPI):
         """Rebuild from ``config.json`` then load the weights; embeddings are re-opened and checked.
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
+        from textorch.onnx.engine import check_engine, use_engine
+
+        check_engine(engine, device)  # a wrong engine is refused before anything is read
         config, vocab, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
@@ -400,10 +403,7 @@ class SequenceLabeler(LabelerAPI):
             raise ModelFormatError(f"{directory}/model.safetensors: weights do not fit the config ({exc})") from None
         model.eval()
         labeler = cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device, transformer)
-        if engine != "torch":
-            from textorch.onnx.engine import use_engine
-
-            use_engine(labeler, directory, engine)
+        use_engine(labeler, directory, engine)
         return labeler
 
     @property

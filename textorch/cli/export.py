@@ -58,7 +58,7 @@ def apply_engine_options(args: argparse.Namespace, predictor) -> None:
     from textorch.onnx.engine import check_engine, use_engine
 
     engine, export_dir, quantized = getattr(args, "engine", "torch"), getattr(args, "onnx_dir", None), args.quantized
-    check_engine(engine, predictor.device, quantized, export_dir)
+    check_engine(engine, predictor.device, quantized, export_dir)  # before --precision's own checks
     check_inference_precision(args.precision, predictor.device, engine)
     predictor.precision = args.precision
     use_engine(predictor, args.model, engine, quantized, export_dir, args.threads)

@@ -295,7 +295,8 @@ def _confidence(
         after[back] = state[1, :, 0]
     joint = before * after  # (L, B, T): unnormalised posteriors
     totals = joint.sum(axis=2)
-    if not (np.isfinite(totals[valid.T]).all() and totals[valid.T].min() > 1e-200):
+    real = totals[valid.T]  # padded positions may hold anything
+    if not (np.isfinite(real).all() and real.min() > 1e-200):
         return _log_space_confidence(em, valid, ragged, paths, trans, start, end)
     chosen = np.take_along_axis(joint, paths.T[:, :, None], axis=2)[:, :, 0] / np.where(valid.T, totals, 1.0)
     confidence = chosen.T.astype(np.float32)

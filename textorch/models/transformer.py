@@ -73,6 +73,7 @@ class TransformerEmbedder(nn.Module):
             lambda ids, mask, _: self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state,
             [window_ids, window_mask], lengths, groups, steps=window_ids.shape[1])
 
+
 WINDOW_GROUP_COSTS = GroupCosts(step_cost_in_rows=0.5, group_cost=32.0, max_groups=4)
 """Windows of a transformer at inference: a position costs about the same in any row, and an
 encoder call about as much as 32 more positions (all-MiniLM-L6-v2, one thread: 0.11-0.13 ms per

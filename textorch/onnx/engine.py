@@ -146,10 +146,10 @@ class AutoRunner:
         return self.onnx_runner if n_tokens <= self.max_tokens else None
 
 
-def auto_engine_blocker(predictor, precision: str = "fp32") -> str | None:
+def auto_engine_blocker(predictor) -> str | None:
     """Why ``--engine auto`` runs everything in PyTorch for ``predictor``, or None when it may use
     ONNX Runtime: a model without a transformer (whose export is large and slow to make), on the
-    CPU, in fp32, with onnxruntime installed."""
+    CPU, with ``precision`` fp32, with onnxruntime installed."""
     from textorch.labeler import SequenceLabeler
 
     transformer = predictor.transformer if isinstance(predictor, SequenceLabeler) else predictor.transformer_parts
@@ -157,8 +157,8 @@ def auto_engine_blocker(predictor, precision: str = "fp32") -> str | None:
         return "a transformer model runs in PyTorch under --engine auto"
     if predictor.device.type != "cpu":
         return f"the model runs on {predictor.device}"
-    if precision != "fp32":
-        return f"--precision {precision} runs in PyTorch"
+    if predictor.precision != "fp32":
+        return f"--precision {predictor.precision} runs in PyTorch"
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
@@ -166,13 +166,13 @@ def auto_engine_blocker(predictor, precision: str = "fp32") -> str | None:
     return None
 
 
-def attach_auto(predictor, model_dir: str | Path, precision: str = "fp32", threads: int | None = None) -> Path | None:
+def attach_auto(predictor, model_dir: str | Path, threads: int | None = None) -> Path | None:
     """``--engine auto``: a tagger runs its small calls with ONNX Runtime (:class:`AutoRunner`), a
     classifier all of them, exported as ``--engine onnx`` does
     (:func:`ensure_export`). Returns the export directory, or None when every call stays in
     PyTorch (the reason is logged: an export that fails must not stop a model that runs fine in
     PyTorch)."""
-    reason = auto_engine_blocker(predictor, precision)
+    reason = auto_engine_blocker(predictor)
     if reason is not None:
         logger.info("--engine auto: %s runs every call in PyTorch: %s", model_dir, reason)
         return None
@@ -203,7 +203,7 @@ def use_engine(predictor, model_dir: str | Path, engine: str = "torch", quantize
         export = attach_onnx(predictor, model_dir, export_dir, quantized=quantized, threads=threads)
         logger.info("%s runs with ONNX Runtime from %s%s", model_dir, export, " (int8)" if quantized else "")
         return "onnx"
-    if engine == "auto" and attach_auto(predictor, model_dir, predictor.precision, threads) is not None:
+    if engine == "auto" and attach_auto(predictor, model_dir, threads) is not None:
         return "auto"
     return "pytorch"
 
