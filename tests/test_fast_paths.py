@@ -1,6 +1,6 @@
 """The speed paths give the same answers as the straightforward ones.
 
-- NumPy CRF decoding (tagging on the CPU) against the PyTorch CRF in float64;
+- CRF decoding on the CPU (the compiled kernel, and NumPy alone) against the PyTorch CRF in float64;
 - padded, unpacked RNNs (training) against packed ones, outputs and gradients;
 - per-distinct-token character encoding (batches and whole tagging calls) against per-position
   encoding, and the token-type table built by ``encode_many``.
@@ -22,6 +22,7 @@ from textorch.data.batching import collate, token_type_table
 from textorch.data.corpus import TokenSequence
 from textorch.data.encoding import SequenceEncoder, casing_class
 from textorch.labeler import SequenceLabeler
+from textorch.models import crf_compiled, crf_numpy
 from textorch.models.crf import CRF
 from textorch.models.crf_numpy import viterbi_with_confidence
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder
@@ -39,8 +40,21 @@ def _random_crf(num_tags: int, seed: int) -> CRF:
     return crf
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def crf_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test once with the compiled CRF decoder (Numba, a dependency: it must be there)
+    and once with NumPy alone, the decoder of installs without Numba."""
+    monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
+    if request.param == "numpy":
+        monkeypatch.setattr(crf_numpy, "current_decoder", lambda: None)
+    else:
+        crf_compiled.compiled_decoder.cache_clear()
+        assert crf_compiled.compiled_decoder() is not None, "numba is installed with textorch and must compile the CRF"
+    return request.param
+
+
 @pytest.mark.parametrize("batch,length,tags", [(1, 1, 5), (1, 6, 9), (7, 13, 11), (32, 40, 17)])
-def test_numpy_crf_equals_torch_crf(batch: int, length: int, tags: int) -> None:
+def test_cpu_crf_decoders_equal_torch_crf(batch: int, length: int, tags: int, crf_decoder: str) -> None:
     crf = _random_crf(tags, seed=batch + length)
     emissions = torch.randn(batch, length, tags, dtype=torch.float64) * 3
     lengths = torch.randint(1, length + 1, (batch,))
@@ -57,13 +71,10 @@ def test_numpy_crf_equals_torch_crf(batch: int, length: int, tags: int) -> None:
     assert (scores[~mask.numpy()] == 0).all() and (scores[mask.numpy()] > 0).all()
 
 
-@pytest.mark.parametrize("route_limit", [0, 10**9])
-def test_both_numpy_crf_routes_equal_torch_crf(route_limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The small-input route (step matrices built up front) and the general one, forced in turn
-    on the same ragged batch, long enough to cross several renormalisations."""
-    from textorch.models import crf_numpy
-
-    monkeypatch.setattr(crf_numpy, "_SMALL_INPUT_CELLS", route_limit)
+def test_cpu_crf_decoders_agree_on_a_ragged_batch_and_each_row_alone(crf_decoder: str) -> None:
+    """A ragged batch long enough to cross many renormalisations, against the PyTorch CRF;
+    each row decoded alone (cut to its length) equals its row in the batch; labels only gives
+    the same paths."""
     crf = _random_crf(7, seed=21)
     emissions = torch.randn(4, 23, 7, dtype=torch.float64) * 3
     lengths = torch.tensor([23, 1, 9, 16])
@@ -72,26 +83,59 @@ def test_both_numpy_crf_routes_equal_torch_crf(route_limit: int, monkeypatch: py
         expected_paths, _ = crf.decode(emissions, mask)
         expected = crf.marginals(emissions, mask).gather(-1, expected_paths.unsqueeze(-1)).squeeze(-1)
     params = [p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
-    paths, scores = crf_numpy.viterbi_with_confidence(emissions.numpy(), lengths.numpy(), *params)
+    paths, scores = viterbi_with_confidence(emissions.numpy(), lengths.numpy(), *params)
     assert np.array_equal(paths, expected_paths.numpy())
     assert np.allclose(scores, expected.numpy(), atol=1e-6)
-    for row, n in enumerate(lengths.tolist()):  # each alone, cut to its length: the one-sequence route
-        one_paths, one_scores = crf_numpy.viterbi_with_confidence(emissions[row:row + 1, :n].numpy(),
-                                                                  lengths[row:row + 1].numpy(), *params)
+    for row, n in enumerate(lengths.tolist()):
+        one_paths, one_scores = viterbi_with_confidence(emissions[row:row + 1, :n].numpy(), lengths[row:row + 1].numpy(),
+                                                        *params)
         assert np.array_equal(one_paths[0], paths[row, :n]) and np.allclose(one_scores[0], scores[row, :n], atol=1e-6)
-    for rows in (slice(None), slice(0, 1)):  # labels only: the same paths, no confidence
-        bare_paths, none = crf_numpy.viterbi_with_confidence(emissions[rows].numpy(), lengths[rows].numpy(), *params,
-                                                             with_confidence=False)
+    for rows in (slice(None), slice(0, 1)):
+        bare_paths, none = viterbi_with_confidence(emissions[rows].numpy(), lengths[rows].numpy(), *params,
+                                                   with_confidence=False)
         assert none is None and np.array_equal(bare_paths, paths[rows])
 
 
-@pytest.mark.parametrize("route_limit", [0, 10**9])
-def test_numpy_viterbi_breaks_ties_towards_the_first_tag_on_every_route(route_limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whole-number scores tie everywhere: every route (one sequence, small batch, general)
-    keeps the lowest-numbered previous tag, as the brute-force search below does."""
-    from textorch.models import crf_numpy
+def test_cpu_crf_decoders_agree_with_each_other_on_real_sized_batches() -> None:
+    """The compiled kernel and NumPy, on batches shaped like tagging's (CoNLL-2003 at batch 32,
+    GROBID headers: long rows, more tags), float32 emissions as the network gives them."""
+    rng = np.random.default_rng(3)
+    kernel = crf_compiled.compiled_decoder()
+    assert kernel is not None
+    for batch, length, tags in ((32, 14, 9), (5, 159, 13), (1, 15, 9)):
+        params = [rng.normal(size=size) for size in ((tags, tags), tags, tags)]
+        emissions = (rng.normal(size=(batch, length, tags)) * 3).astype(np.float32)
+        lengths = rng.integers(1, length + 1, batch)
+        lengths[0] = length
+        compiled = viterbi_with_confidence(emissions, lengths, *params)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(crf_numpy, "current_decoder", lambda: None)
+            plain = viterbi_with_confidence(emissions, lengths, *params)
+        assert np.array_equal(compiled[0], plain[0])
+        assert np.allclose(compiled[1], plain[1], atol=1e-6) and compiled[1].dtype == np.float32
 
-    monkeypatch.setattr(crf_numpy, "_SMALL_INPUT_CELLS", route_limit)
+
+def test_compiled_crf_decoder_loads_once_numpy_decoding_has_cost_as_much(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ski-rental rule: NumPy decodes (its time counted) until it has cost
+    ``LOAD_AFTER_NUMPY_S``; the next call loads the compiled decoder."""
+    monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
+    crf_compiled.compiled_decoder.cache_clear()
+    monkeypatch.setattr(crf_compiled, "_numpy_seconds", 0.0)
+    monkeypatch.setattr(crf_compiled, "LOAD_AFTER_NUMPY_S", 3600.0)
+    rng = np.random.default_rng(1)
+    params = [rng.normal(size=size) for size in ((5, 5), 5, 5)]
+    emissions, lengths = rng.normal(size=(3, 6, 5)), np.array([6, 2, 4])
+    first = viterbi_with_confidence(emissions, lengths, *params)
+    assert crf_compiled.compiled_decoder.cache_info().currsize == 0 and crf_compiled._numpy_seconds > 0
+    monkeypatch.setattr(crf_compiled, "LOAD_AFTER_NUMPY_S", crf_compiled._numpy_seconds)
+    second = viterbi_with_confidence(emissions, lengths, *params)
+    assert crf_compiled.compiled_decoder.cache_info().currsize == 1 and crf_compiled.compiled_decoder() is not None
+    assert np.array_equal(first[0], second[0]) and np.allclose(first[1], second[1], atol=1e-6)
+
+
+def test_numpy_viterbi_breaks_ties_towards_the_first_tag(crf_decoder: str) -> None:
+    """Whole-number scores tie everywhere: both decoders, on a batch and on each row alone,
+    keep the lowest-numbered previous tag, as the brute-force search below does."""
     rng = np.random.default_rng(5)
     tags, length = 3, 4
     trans, start, end = (rng.integers(0, 2, size).astype(np.float64) for size in ((tags, tags), tags, tags))
@@ -111,15 +155,15 @@ def test_numpy_viterbi_breaks_ties_towards_the_first_tag_on_every_route(route_li
         return path[::-1] + [0] * (length - n)
 
     expected = [first_best(em, n) for em, n in zip(emissions, lengths)]
-    paths, _ = crf_numpy.viterbi_with_confidence(emissions, lengths, trans, start, end)
+    paths, _ = viterbi_with_confidence(emissions, lengths, trans, start, end)
     assert paths.tolist() == expected
     for row in range(len(lengths)):
-        one, _ = crf_numpy.viterbi_with_confidence(emissions[row:row + 1, : lengths[row]], lengths[row:row + 1],
-                                                   trans, start, end, with_confidence=False)
+        one, _ = viterbi_with_confidence(emissions[row:row + 1, : lengths[row]], lengths[row:row + 1],
+                                         trans, start, end, with_confidence=False)
         assert one[0].tolist() == expected[row][: lengths[row]]
 
 
-def test_numpy_crf_ignores_padding_values() -> None:
+def test_cpu_crf_decoders_ignore_padding_values(crf_decoder: str) -> None:
     crf = _random_crf(6, seed=3)
     emissions = np.random.default_rng(0).normal(size=(3, 8, 6)).astype(np.float32)
     lengths = np.array([8, 3, 5])
@@ -127,9 +171,41 @@ def test_numpy_crf_ignores_padding_values() -> None:
     paths, scores = viterbi_with_confidence(emissions, lengths, *params)
     noisy = emissions.copy()
     for row, n in enumerate(lengths):
-        noisy[row, n:] = 1e6
+        noisy[row, n:] = np.nan if row == 1 else 1e6
     noisy_paths, noisy_scores = viterbi_with_confidence(noisy, lengths, *params)
     assert np.array_equal(paths, noisy_paths) and np.array_equal(scores, noisy_scores)
+
+
+def test_compiled_crf_decoder_can_be_switched_off_and_falls_back_on_failure(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``TEXTORCH_DISABLE_NUMBA=1`` and a Numba that fails to compile both leave NumPy decoding
+    (a warning for the failure), never a failed tagging call."""
+    import numba
+
+    crf_compiled.compiled_decoder.cache_clear()
+    monkeypatch.setenv(crf_compiled.DISABLE_ENV, "1")
+    assert crf_compiled.compiled_decoder() is None
+    crf_compiled.compiled_decoder.cache_clear()
+    monkeypatch.delenv(crf_compiled.DISABLE_ENV)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no LLVM here")
+
+    monkeypatch.setattr(numba, "njit", broken)
+    with caplog.at_level("WARNING", logger="textorch.models.crf_compiled"):
+        assert crf_compiled.compiled_decoder() is None
+    assert "no LLVM here" in caplog.text
+    crf = _random_crf(4, seed=2)
+    emissions = torch.randn(2, 5, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        paths, scores = crf.best_paths_with_confidence(emissions, mask)
+        reference, _ = crf.decode(emissions, mask)
+    assert torch.equal(paths, reference) and scores is not None
+    crf_compiled.compiled_decoder.cache_clear()
+    monkeypatch.undo()
+    assert crf_compiled.compiled_decoder() is not None
 
 
 def test_crf_head_uses_the_numpy_path_only_without_gradients() -> None:
@@ -366,17 +442,24 @@ def test_tagging_with_whole_call_token_vectors_equals_one_sequence_at_a_time(tin
     assert np.allclose([x for p in together for x in p.scores], [x for p in alone for x in p.scores], atol=1e-5)
 
 
-def test_numpy_crf_survives_extreme_scores() -> None:
-    """Emission gaps of thousands underflow the scaled recursion; the log-space one takes over."""
+def test_cpu_crf_decoders_survive_extreme_scores(crf_decoder: str) -> None:
+    """Emission gaps of thousands underflow the scaled recursion; the log-space one takes over
+    (for the compiled decoder: for the rows that underflowed)."""
     crf = _random_crf(3, seed=9)
-    emissions = np.array([[[0.0, -3000.0, -3000.0], [-3000.0, 0.0, -6000.0], [0.0, 0.0, -3000.0]]])
+    extreme = [[0.0, -3000.0, -3000.0], [-3000.0, 0.0, -6000.0], [0.0, 0.0, -3000.0]]
+    emissions = np.array([extreme, [[0.5, -1.0, 0.2], [0.1, 0.3, -0.4], [9.0, 9.0, 9.0]]])  # row 1: 2 tokens
+    lengths = np.array([3, 2])
+    mask = torch.from_numpy(np.arange(3)[None, :] < lengths[:, None])
     with torch.no_grad():
         crf.transitions.fill_(0.0)
         crf.transitions[0, 1] = -4000.0
-        reference = crf.marginals(torch.from_numpy(emissions), torch.ones(1, 3, dtype=torch.bool))
-        expected, _ = crf.decode(torch.from_numpy(emissions), torch.ones(1, 3, dtype=torch.bool))
+        reference = crf.marginals(torch.from_numpy(emissions), mask)
+        expected, _ = crf.decode(torch.from_numpy(emissions), mask)
     params = [p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
-    paths, scores = viterbi_with_confidence(emissions, np.array([3]), *params)
+    if crf_decoder == "compiled":  # the kernel gives up on the extreme row only
+        failed = crf_compiled.decode(crf_compiled.compiled_decoder(), emissions, lengths, *params, True)[2]
+        assert failed.tolist() == [True, False]
+    paths, scores = viterbi_with_confidence(emissions, lengths, *params)
     assert np.array_equal(paths, expected.numpy())
     assert np.isfinite(scores).all()
     assert np.allclose(scores, reference.gather(-1, expected.unsqueeze(-1)).squeeze(-1).numpy(), atol=1e-6)

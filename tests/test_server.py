@@ -267,6 +267,19 @@ def test_model_specs(model_dirs: dict[str, Path]) -> None:
         load_models([str(model_dirs["ner"]), str(model_dirs["ner"])])
 
 
+def test_serving_a_tagger_loads_the_compiled_crf_decoder_up_front(model_dirs: dict[str, Path],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not after 0.4 s of NumPy decoding, as a short process would: before the first request."""
+    from textorch.models import crf_compiled
+
+    monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
+    crf_compiled.compiled_decoder.cache_clear()
+    load_models([str(model_dirs["sentiment"])])
+    assert crf_compiled.compiled_decoder.cache_info().currsize == 0  # a classifier has no CRF
+    load_models([str(model_dirs["sentiment"]), str(model_dirs["ner"])])
+    assert crf_compiled.compiled_decoder.cache_info().currsize == 1 and crf_compiled.compiled_decoder() is not None
+
+
 def test_served_models_run_in_the_precision_asked_for(model_dirs: dict[str, Path]) -> None:
     served = load_models([str(model_dirs["ner"]), str(model_dirs["sentiment"])], precision="bf16")
     assert {name: (m.predictor.precision, m.describe()["precision"]) for name, m in served.items()} == {

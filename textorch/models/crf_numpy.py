@@ -11,18 +11,20 @@ The forward-backward pass runs in probability space with each step renormalised 
 product per step), in float64; when scores are so far apart that a step nears underflow, it is
 redone in log space, which is exact for any range.
 
-Small inputs (one sequence, a few short ones) take another route, :func:`_small_viterbi_with_confidence`:
-the per-step work is built for all steps at once (transition plus emission matrices, padded steps
-as identities), so each step of the three loops is one or two operations; one CoNLL sentence
-went from 194 to 97 us (1-D and 2-D arrays for a single sequence), 8 went from 579 to 474 us. For large batches those (B, L, T, T) arrays cost more than the
-operations they save, so the general route stays.
+Tagging decodes with the compiled kernel of :mod:`textorch.models.crf_compiled` when Numba is
+there (7-25x faster again); this module is then its underflow fallback (log space) and the
+decoder where Numba is missing. Training on the CPU uses :func:`log_partition` from here.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from textorch.models.crf_compiled import current_decoder, numpy_time_spent
+from textorch.models.crf_compiled import decode as compiled_decode
 
 
 def _lse_step(previous: np.ndarray, trans: np.ndarray) -> np.ndarray:
@@ -48,17 +50,28 @@ def viterbi_with_confidence(
     end = end.astype(np.float64, copy=False)
     batch, length, num_tags = em.shape
     lengths = np.asarray(lengths)
+    kernel = current_decoder()
+    if kernel is not None:
+        paths, confidence, failed = compiled_decode(kernel, em, lengths, trans, start, end, with_confidence)
+        if confidence is not None and failed.any():  # scores thousands apart: log space for those rows
+            rows = np.flatnonzero(failed)
+            valid = np.arange(length)[None, :] < lengths[rows, None]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+                confidence[rows] = _log_space_confidence(em[rows], valid, True, paths[rows], trans, start, end)
+        return paths, confidence
+    started = time.perf_counter()
+    result = _numpy_viterbi_with_confidence(em, lengths, trans, start, end, with_confidence)
+    numpy_time_spent(time.perf_counter() - started)
+    return result
+
+
+def _numpy_viterbi_with_confidence(
+    em: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray, with_confidence: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`viterbi_with_confidence` in NumPy operations, on float64 arrays."""
+    batch, length, num_tags = em.shape
     ragged = bool((lengths != length).any())
     valid = np.arange(length)[None, :] < lengths[:, None]  # (B, L)
-    if batch * length * num_tags * num_tags <= _SMALL_INPUT_CELLS:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            if batch == 1 and not ragged:
-                small = _one_viterbi_with_confidence(em[0], trans, start, end, with_confidence)
-            else:
-                small = _small_viterbi_with_confidence(em, valid, ragged, trans, start, end, with_confidence)
-        if small is not None:
-            return small
-
     # Viterbi with backpointers; at padded steps the pointer is the identity.
     identity = np.broadcast_to(np.arange(num_tags), (batch, num_tags))
     score = start + em[:, 0]
@@ -90,46 +103,10 @@ def viterbi_with_confidence(
         return paths, _confidence(em, valid, ragged, paths, trans, start, end)
 
 
-_SMALL_INPUT_CELLS = 20_000
-"""Largest ``B * L * T * T`` for the small-input route (measured: faster up to about 8
-sentences of 20 tokens with 9 tags; a 32-sentence batch was 1.3x slower on it)."""
-
 _RENORMALISE_EVERY = 4
 """Steps between renormalisations of the forward and backward vectors: their sums may grow
 by at most ``T`` per step (entries of the step matrices are <= 1), and four steps keep even
 large transition gaps far from float64's limits (underflow is checked)."""
-
-
-def _small_viterbi_with_confidence(
-    em: np.ndarray, valid: np.ndarray, ragged: bool, trans: np.ndarray, start: np.ndarray, end: np.ndarray,
-    with_confidence: bool = True,
-) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """:func:`viterbi_with_confidence` for small inputs; None when a forward or backward
-    vector came near underflow (the caller then takes the general route)."""
-    batch, length, num_tags = em.shape
-    identity = np.eye(num_tags, dtype=bool)
-    # Viterbi: at a padded step the max-plus identity keeps the score and points to itself.
-    steps = trans.T + em[:, 1:, :, None]  # (B, L-1, T, T_prev)
-    if ragged:
-        steps[~valid[:, 1:]] = np.where(identity, 0.0, -np.inf)
-    score = start + em[:, 0]
-    pointers = np.empty((max(length - 1, 0), batch, num_tags), dtype=np.int64)
-    offsets = _row_offsets(batch, num_tags)
-    for t in range(length - 1):
-        pointers[t], score = _best_previous(score[:, None, :] + steps[:, t], offsets)
-    paths = _backtrack(pointers, (score + end).argmax(axis=1))
-    if not with_confidence:
-        paths[~valid] = 0
-        return paths, None
-
-    passes = _step_matrix_passes(em, valid, ragged, trans, start, end)
-    if passes is None:
-        return None
-    joint, totals = passes.joint, passes.totals
-    confidence = (np.take_along_axis(joint, paths.T[:, :, None], axis=2)[:, :, 0] / totals).T.astype(np.float32)
-    confidence[~valid] = 0.0
-    paths[~valid] = 0
-    return paths, confidence
 
 
 @dataclass
@@ -180,52 +157,6 @@ def _step_matrix_passes(
     return _Passes(shifted, products, alphas, betas, joint, totals, log_scale)
 
 
-def _one_viterbi_with_confidence(
-    em: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray, with_confidence: bool = True
-) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """:func:`_small_viterbi_with_confidence` for one sequence ``(L, T)`` on 1-D and 2-D arrays:
-    the batched forms cost about a third more per step, which one-sentence calls feel."""
-    length, num_tags = em.shape
-    steps = trans.T + em[1:, :, None]  # (L-1, T, T_prev)
-    score = start + em[0]
-    pointers = []
-    offsets = _row_offsets(1, num_tags)[0]
-    for t in range(length - 1):
-        best_prev, score = _best_previous(score[None, :] + steps[t], offsets)
-        pointers.append(best_prev.tolist())
-    current = int((score + end).argmax())
-    path = [current]
-    for best in reversed(pointers):
-        current = best[current]
-        path.append(current)
-    path.reverse()
-    if not with_confidence:
-        return np.array([path], dtype=np.int64), None
-    shifted = np.exp(em - em.max(axis=1, keepdims=True))
-    products = np.exp(trans - trans.max()) * shifted[1:, None, :]  # (L-1, T_prev, T)
-    # The forward and the backward pass side by side, one product per step for both: step k
-    # takes alpha_k = alpha_{k-1} @ products[k-1] and beta_{L-1-k} = beta_{L-k} @ products[L-1-k].T
-    # (a 17-token, 13-tag sentence: 2 x 17 products -> 17, about 10 us of 130 saved).
-    pairs = np.empty((length - 1, 2, num_tags, num_tags))
-    pairs[:, 0] = products
-    pairs[:, 1] = products[::-1].transpose(0, 2, 1)
-    vectors = np.empty((length, 2, num_tags))
-    vectors[0, 0] = np.exp(start - start.max()) * shifted[0]
-    vectors[0, 1] = np.exp(end - end.max())
-    pair = vectors[0][:, None, :]  # (2, 1, T)
-    for k in range(1, length):
-        pair = pair @ pairs[k - 1]
-        if k % _RENORMALISE_EVERY == 0:
-            pair /= pair.sum(axis=-1, keepdims=True)
-        vectors[k] = pair[:, 0]
-    joint = vectors[:, 0] * vectors[::-1, 1]
-    totals = joint.sum(axis=1)
-    if not (np.isfinite(totals).all() and totals.min() > 1e-200):
-        return None
-    confidence = joint[np.arange(length), path] / totals
-    return np.array([path], dtype=np.int64), confidence[None].astype(np.float32)
-
-
 def _row_offsets(batch: int, num_tags: int) -> np.ndarray:
     """``(B, T)`` start of each row of a flattened ``(B, T, T_prev)`` array, for :func:`_best_previous`."""
     return (np.arange(batch * num_tags) * num_tags).reshape(batch, num_tags)
@@ -239,18 +170,6 @@ def _best_previous(candidates: np.ndarray, offsets: np.ndarray) -> tuple[np.ndar
     of 32 with 9 tags: 15.4 -> 8.1 us). Ties go to the first previous tag, as before."""
     best_prev = candidates.argmax(axis=-1)
     return best_prev, candidates.reshape(-1)[offsets + best_prev]
-
-
-def _backtrack(pointers: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """Best paths ``(B, L)`` from back-pointers ``(L-1, B, T)`` and each row's last tag."""
-    length, batch = pointers.shape[0] + 1, pointers.shape[1]
-    paths = np.empty((batch, length), dtype=np.int64)
-    paths[:, -1] = current = last
-    rows = np.arange(batch)
-    for t in range(length - 2, -1, -1):
-        current = pointers[t, rows, current]
-        paths[:, t] = current
-    return paths
 
 
 def _confidence(
