@@ -30,7 +30,6 @@ from runner_common import emit as _emit, peak_rss_mb, tagging_rows  # noqa: E402
 
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.labeler import SequenceLabeler  # noqa: E402
-from textorch.models.crf_compiled import preload as preload_compiled_crf  # noqa: E402
 from textorch.workflows import read_for_tagging, train_tagger  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
@@ -116,8 +115,8 @@ def cmd_tag(args: argparse.Namespace) -> None:
     if args.engine == "auto" and used != "auto":  # the rows would time PyTorch under another name
         raise SystemExit("--engine auto found no ONNX model to use (see the log)")
     # Steady state, as in a long tagging job or a server: the compiled CRF decoder is loaded
-    # (a short process decodes with NumPy instead, see textorch.models.crf_compiled).
-    preload_compiled_crf()
+    # where it would be (a short process decodes with NumPy, see textorch.models.crf_compiled).
+    labeler.preload_crf_decoder()
     rss_loaded = peak_rss_mb()
     sequences = read_for_tagging(args.input, args.format, labeler).sequences
     lengths = [len(s) for s in sequences]

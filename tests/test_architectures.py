@@ -100,6 +100,24 @@ def test_names_are_compositions_of_parts(name: str, parts: list[str], head: str,
     assert type(model.encoder).__name__ == expected_encoder
 
 
+@pytest.mark.parametrize("name,preloads", [("BidLSTM_CRF", True), ("BidLSTM", False), ("BERT_CRF", False)])
+def test_only_bilstm_crf_taggers_preload_the_compiled_crf_decoder(
+    name: str, preloads: bool, corpus: Corpus, bert_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compiled decoder costs about 145 MB: worth it where the CRF is a good share of a call,
+    not for a softmax head nor next to a transformer encoder."""
+    from textorch.models import crf_compiled
+
+    monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
+    crf_compiled.compiled_decoder.cache_clear()
+    labeler = SequenceLabeler.build(corpus, _model_config(name, bert_dir), DataConfig())
+    assert labeler.preload_crf_decoder() is preloads
+    assert crf_compiled.compiled_decoder.cache_info().currsize == int(preloads)
+    monkeypatch.setattr(crf_compiled, "_tagging_seconds", 0.0)
+    labeler.predict(corpus.sequences[:2])  # tagging calls report their time, against which a CRF's share is weighed
+    assert crf_compiled._tagging_seconds > 0
+
+
 def test_transformer_weights_are_fine_tuned_and_saved(corpus: Corpus, bert_dir: Path, tmp_path: Path) -> None:
     labeler = SequenceLabeler.build(corpus, _model_config("BERT_CRF", bert_dir), DataConfig(), seed=1)
     initial = labeler.model.embedders[0].encoder.embeddings.word_embeddings.weight.detach().clone()

@@ -117,10 +117,12 @@ def test_cpu_crf_decoders_agree_with_each_other_on_real_sized_batches() -> None:
 
 def test_compiled_crf_decoder_loads_once_numpy_decoding_has_cost_as_much(monkeypatch: pytest.MonkeyPatch) -> None:
     """The ski-rental rule: NumPy decodes (its time counted) until it has cost
-    ``LOAD_AFTER_NUMPY_S``; the next call loads the compiled decoder."""
+    ``LOAD_AFTER_NUMPY_S`` and at least ``MIN_SHARE`` of the tagging time; the next call then
+    loads the compiled decoder."""
     monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
     crf_compiled.compiled_decoder.cache_clear()
     monkeypatch.setattr(crf_compiled, "_numpy_seconds", 0.0)
+    monkeypatch.setattr(crf_compiled, "_tagging_seconds", 0.0)
     monkeypatch.setattr(crf_compiled, "LOAD_AFTER_NUMPY_S", 3600.0)
     rng = np.random.default_rng(1)
     params = [rng.normal(size=size) for size in ((5, 5), 5, 5)]
@@ -128,6 +130,11 @@ def test_compiled_crf_decoder_loads_once_numpy_decoding_has_cost_as_much(monkeyp
     first = viterbi_with_confidence(emissions, lengths, *params)
     assert crf_compiled.compiled_decoder.cache_info().currsize == 0 and crf_compiled._numpy_seconds > 0
     monkeypatch.setattr(crf_compiled, "LOAD_AFTER_NUMPY_S", crf_compiled._numpy_seconds)
+    # ... but the calls around it (a transformer encoder, say) took 100 times longer: not yet
+    crf_compiled.tagging_time_spent(100 * crf_compiled._numpy_seconds)
+    viterbi_with_confidence(emissions, lengths, *params)
+    assert crf_compiled.compiled_decoder.cache_info().currsize == 0
+    monkeypatch.setattr(crf_compiled, "_tagging_seconds", 0.0)
     second = viterbi_with_confidence(emissions, lengths, *params)
     assert crf_compiled.compiled_decoder.cache_info().currsize == 1 and crf_compiled.compiled_decoder() is not None
     assert np.array_equal(first[0], second[0]) and np.allclose(first[1], second[1], atol=1e-6)

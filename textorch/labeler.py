@@ -27,6 +27,9 @@ from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
 from textorch.inference_batches import group_costs, inference_batches
 from textorch.inference_precision import batch_precision, inference_autocast
+from textorch.models.crf import CRF
+from textorch.models.crf_compiled import preload as preload_compiled_crf
+from textorch.models.crf_compiled import tagging_time_spent
 from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import (
@@ -228,6 +231,7 @@ class SequenceLabeler(LabelerAPI):
         are identical); ``gather`` gives every process all predictions, else only its own
         (None elsewhere). Empty sequences belong to rank 0. ``with_scores=False``: labels only
         (``scores`` None), which skips the CRF's forward-backward pass."""
+        started = time.perf_counter()
         ctx = ctx or DistContext()
         if self.model.training:  # eval() walks every submodule: 100 us per one-sequence call
             self.model.eval()
@@ -265,9 +269,18 @@ class SequenceLabeler(LabelerAPI):
                 n = lengths[index]
                 row_scores = None if score_rows is None else score_rows[row][:n]
                 local.append((index, Prediction([label_items[k] for k in path_rows[row][:n]], row_scores)))
+        tagging_time_spent(time.perf_counter() - started)  # weighs the CRF's share (crf_compiled)
         if gather and ctx.world_size > 1:
             return gather_in_order(local, len(lengths), ctx)
         return place(local, len(lengths))
+
+    def preload_crf_decoder(self) -> bool:
+        """Load the compiled CRF decoder now (:mod:`textorch.models.crf_compiled`) if this model
+        would use it much: a BiLSTM-CRF family tagger. For a long-lived process (a server)
+        before its first call; a short one loads it only once NumPy decoding has cost as much."""
+        if self.transformer is not None or not any(isinstance(m, CRF) for m in self.model.modules()):
+            return False
+        return preload_compiled_crf()
 
     def _runner_for(self, n_tokens: int):
         """What runs the network for a call of ``n_tokens`` tokens: ``self.runner``, or under

@@ -10,12 +10,15 @@ That is 20-50 ms of a 300 ms CoNLL-2003 test-set pass at batch 32.
 
 Loading it is not free: importing Numba and loading the kernel from Numba's cache took about
 0.4 s here (about 1.5 s more the very first time, when it compiles), against 0.03 s to tag
-a GROBID date file whole. So a process decodes with NumPy until NumPy decoding has cost it
-``LOAD_AFTER_NUMPY_S``, then loads the compiled kernel (the ski-rental rule: a short job never
-pays for it, a long one pays once, having lost at most as much again); ``textorch serve`` and
-the benchmarks load it up front with :func:`preload`. Where Numba cannot be imported or
-compile, or with ``TEXTORCH_DISABLE_NUMBA=1``, :mod:`textorch.models.crf_numpy` decodes alone
-(same results; the tests hold both to PyTorch's CRF).
+a GROBID date file whole, and about 145 MB of memory (Numba's LLVM). So a process decodes with
+NumPy until NumPy decoding has cost it ``LOAD_AFTER_NUMPY_S``, then loads the compiled kernel
+(the ski-rental rule: a short job never pays for it, a long one pays once, having lost at most
+as much again), but only where decoding is a noticeable share of tagging (``MIN_SHARE``):
+next to a transformer encoder the CRF is well under 1 % of a call, not worth the memory.
+``textorch serve`` and the benchmarks load it up front (:func:`preload`) for BiLSTM-CRF
+taggers. Where Numba cannot be imported or compile, or with ``TEXTORCH_DISABLE_NUMBA=1``,
+:mod:`textorch.models.crf_numpy` decodes alone (same results; the tests hold both to
+PyTorch's CRF).
 """
 
 from __future__ import annotations
@@ -37,7 +40,12 @@ LOAD_AFTER_NUMPY_S = 0.4
 """NumPy decoding time after which a process loads the compiled decoder: about what loading
 it costs (see the module docstring)."""
 
+MIN_SHARE = 0.05
+"""Share of the tagging time (:func:`tagging_time_spent`) NumPy decoding must have taken for the
+compiled decoder to load: BiLSTM-CRF taggers spent 15-25 % there, transformer ones under 1 %."""
+
 _numpy_seconds = 0.0
+_tagging_seconds = 0.0
 
 UNDERFLOW = 1e-200
 """A forward or backward total below this is treated as underflow: that row's confidences are
@@ -181,9 +189,11 @@ def compiled_decoder() -> Callable | None:
 
 
 def current_decoder() -> Callable | None:
-    """The compiled decoder once loaded or worth loading (:data:`LOAD_AFTER_NUMPY_S`), else
-    None: decode with NumPy then, and report the time with :func:`numpy_time_spent`."""
-    if compiled_decoder.cache_info().currsize or _numpy_seconds >= LOAD_AFTER_NUMPY_S:
+    """The compiled decoder once loaded or worth loading (:data:`LOAD_AFTER_NUMPY_S`,
+    :data:`MIN_SHARE`), else None: decode with NumPy then, and report the time with
+    :func:`numpy_time_spent`."""
+    if compiled_decoder.cache_info().currsize or (
+            _numpy_seconds >= LOAD_AFTER_NUMPY_S and _numpy_seconds >= MIN_SHARE * _tagging_seconds):
         return compiled_decoder()
     return None
 
@@ -192,6 +202,13 @@ def numpy_time_spent(seconds: float) -> None:
     """Count time spent decoding with NumPy towards loading the compiled decoder."""
     global _numpy_seconds
     _numpy_seconds += seconds
+
+
+def tagging_time_spent(seconds: float) -> None:
+    """Count the time of a whole tagging call (network, decoding and all), against which
+    :data:`MIN_SHARE` weighs NumPy decoding."""
+    global _tagging_seconds
+    _tagging_seconds += seconds
 
 
 def preload() -> bool:

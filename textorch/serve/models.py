@@ -123,10 +123,9 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
         served_engine = use_engine(predictor, directory, engine, quantized, threads=threads)
         models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
         logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, served_engine)
-    if any(model.kind == TAGGER for model in models.values()):
-        # A server lives long: the compiled CRF decoder pays for itself, and loading it now
-        # keeps its 0.4 s out of the first requests (see textorch.models.crf_compiled).
-        from textorch.models.crf_compiled import preload
-
-        preload()
+    for model in models.values():
+        if model.kind == TAGGER:
+            # A server lives long: the compiled CRF decoder pays for itself, and loading it now
+            # keeps its 0.4 s out of the first requests (see textorch.models.crf_compiled).
+            model.predictor.preload_crf_decoder()
     return models
