@@ -115,6 +115,18 @@ def test_cpu_crf_decoders_agree_with_each_other_on_real_sized_batches() -> None:
         assert np.allclose(compiled[1], plain[1], atol=1e-6) and compiled[1].dtype == np.float32
 
 
+def test_compiled_crf_kernel_source_runs_as_python_with_the_same_results() -> None:
+    """The kernel's loops, uncompiled (how one would step through them in a debugger), give
+    what the compiled kernel gives."""
+    rng = np.random.default_rng(4)
+    params = [rng.normal(size=size) for size in ((4, 4), 4, 4)]
+    emissions, lengths = rng.normal(size=(3, 5, 4)) * 2, np.array([5, 1, 3])
+    compiled = crf_compiled.decode(crf_compiled.compiled_decoder(), emissions, lengths, *params, True)
+    python = crf_compiled.decode(crf_compiled._decode_rows, emissions, lengths, *params, True)
+    assert np.array_equal(compiled[0], python[0]) and np.allclose(compiled[1], python[1], atol=1e-7)
+    assert not compiled[2].any() and not python[2].any()
+
+
 def test_compiled_crf_decoder_loads_once_numpy_decoding_has_cost_as_much(monkeypatch: pytest.MonkeyPatch) -> None:
     """The ski-rental rule: NumPy decodes (its time counted) until it has cost
     ``LOAD_AFTER_NUMPY_S`` and at least ``MIN_SHARE`` of the tagging time; the next call then
