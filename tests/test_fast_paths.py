@@ -215,20 +215,19 @@ def test_compiled_crf_decoder_can_be_switched_off_and_falls_back_on_failure(
     with caplog.at_level("WARNING", logger="textorch.models.crf_compiled"):
         assert crf_compiled.compiled_decoder() is None
     assert "no LLVM here" in caplog.text
-    crf = _random_crf(4, seed=2)
-    emissions = torch.randn(2, 5, 4)
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)
-    with torch.no_grad():
-        paths, scores = crf.best_paths_with_confidence(emissions, mask)
-        reference, _ = crf.decode(emissions, mask)
-    assert torch.equal(paths, reference) and scores is not None
+    _assert_crf_head_decodes_as_torch_crf(seed=2)
     crf_compiled.compiled_decoder.cache_clear()
     monkeypatch.undo()
     assert crf_compiled.compiled_decoder() is not None
 
 
 def test_crf_head_uses_the_numpy_path_only_without_gradients() -> None:
-    crf = _random_crf(4, seed=5)
+    _assert_crf_head_decodes_as_torch_crf(seed=5)
+
+
+def _assert_crf_head_decodes_as_torch_crf(seed: int) -> None:
+    """The CRF head's CPU decoding (compiled or NumPy) against the PyTorch CRF's own Viterbi."""
+    crf = _random_crf(4, seed=seed)
     emissions = torch.randn(2, 5, 4)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)
     with torch.no_grad():
