@@ -276,9 +276,12 @@ class SequenceLabeler(LabelerAPI):
 
     def preload_crf_decoder(self) -> bool:
         """Load the compiled CRF decoder now (:mod:`textorch.models.crf_compiled`) if this model
-        would use it much: a BiLSTM-CRF family tagger. For a long-lived process (a server)
-        before its first call; a short one loads it only once NumPy decoding has cost as much."""
-        if self.transformer is not None or not any(isinstance(m, CRF) for m in self.model.modules()):
+        would use it much: a BiLSTM-CRF family tagger on the CPU (on a GPU the CRF decodes
+        there). For a long-lived process (a server) before its first call; a short one loads it
+        only once NumPy decoding has cost as much."""
+        if self.device.type != "cpu" or self.transformer is not None:
+            return False
+        if not any(isinstance(m, CRF) for m in self.model.modules()):
             return False
         return preload_compiled_crf()
 
