@@ -199,7 +199,8 @@ def test_compiled_crf_decoder_can_be_switched_off_and_falls_back_on_failure(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """``TEXTORCH_DISABLE_NUMBA=1`` and a Numba that fails to compile both leave NumPy decoding
-    (a warning for the failure), never a failed tagging call."""
+    (a warning for the failure), never a failed tagging call; a Numba that cannot cache
+    compiles without caching."""
     import numba
 
     crf_compiled.compiled_decoder.cache_clear()
@@ -207,6 +208,22 @@ def test_compiled_crf_decoder_can_be_switched_off_and_falls_back_on_failure(
     assert crf_compiled.compiled_decoder() is None
     crf_compiled.compiled_decoder.cache_clear()
     monkeypatch.delenv(crf_compiled.DISABLE_ENV)
+
+    # No writable cache location (Numba refuses ``cache=True``): compiled without its cache.
+    real_njit = numba.njit
+
+    def no_cache(*args, **kwargs):
+        if kwargs.get("cache"):
+            raise RuntimeError("cannot cache function: no locator available")
+        return real_njit(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "njit", no_cache)
+    kernel = crf_compiled.compiled_decoder()
+    assert kernel is not None
+    paths, _, failed = crf_compiled.decode(kernel, np.array([[[0.0, 1.0], [2.0, 0.0]]]), np.array([2]),
+                                           np.zeros((2, 2)), np.zeros(2), np.zeros(2), True)
+    assert paths.tolist() == [[1, 0]] and not failed.any()
+    crf_compiled.compiled_decoder.cache_clear()
 
     def broken(*args, **kwargs):
         raise RuntimeError("no LLVM here")

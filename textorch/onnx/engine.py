@@ -150,9 +150,8 @@ def auto_engine_blocker(predictor) -> str | None:
     """Why ``--engine auto`` runs everything in PyTorch for ``predictor``, or None when it may use
     ONNX Runtime: a model without a transformer (whose export is large and slow to make), on the
     CPU, with ``precision`` fp32, with onnxruntime installed."""
-    from textorch.labeler import SequenceLabeler
-
-    transformer = predictor.transformer if isinstance(predictor, SequenceLabeler) else predictor.transformer_parts
+    classifier = _task(predictor) == "text_classification"
+    transformer = predictor.transformer_parts if classifier else predictor.transformer
     if transformer is not None:
         return "a transformer model runs in PyTorch under --engine auto"
     if predictor.device.type != "cpu":

@@ -121,11 +121,10 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
         predictor = _loader(kind)(directory, device=device, cache_dir=cache_dir)
         predictor.precision = precision
         served_engine = use_engine(predictor, directory, engine, quantized, threads=threads)
-        models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
-        logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, served_engine)
-    for model in models.values():
-        if model.kind == TAGGER:
+        if kind == TAGGER:
             # A server lives long: the compiled CRF decoder pays for itself, and loading it now
             # keeps its 0.4 s out of the first requests (see textorch.models.crf_compiled).
-            model.predictor.preload_crf_decoder()
+            predictor.preload_crf_decoder()
+        models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
+        logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, served_engine)
     return models
