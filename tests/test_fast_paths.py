@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from textorch.data.batching import collate, token_type_table
+from textorch.data.batching import collate, token_type_table, with_padding_row
 from textorch.data.corpus import TokenSequence
 from textorch.data.encoding import SequenceEncoder, casing_class
 from textorch.labeler import SequenceLabeler
@@ -436,18 +435,25 @@ def test_encode_many_equals_a_token_by_token_encoding() -> None:
     assert encoder.encode_many([], with_labels=False) == []
 
 
-def test_token_type_table_of_one_call_equals_the_table_rebuilt_from_its_sequences() -> None:
-    """``token_type_table`` returns the table ``encode_many`` kept; rebuilt from the sequences'
-    own character ids it must be the same, empty sequences included."""
+def test_token_type_table_of_one_call_holds_each_tokens_character_ids() -> None:
+    """``token_type_table`` returns the table ``encode_many`` kept, whose row of each token type
+    holds that token's character ids (the sequences' own ``char_ids``, gathered lazily from it),
+    empty sequences included; sequences of two calls have no common table."""
     sequences = _sequences()
     sequences.insert(1, TokenSequence(tokens=[], labels=None, features=None))
     encoder = SequenceEncoder.fit(sequences, [])
     encoded = encoder.encode_many(sequences, with_labels=False)
     kept = token_type_table(encoded)
     assert kept is encoded[0].type_table
-    rebuilt = token_type_table([replace(item, type_table=None) for item in encoded])
-    assert rebuilt is not kept and np.array_equal(rebuilt, kept)
     assert kept.shape[0] == len({t for s in sequences for t in s.tokens})
+    for sequence, item in zip(sequences, encoded):
+        assert item.char_ids.shape == (len(sequence), max([len(t) for t in sequence.tokens], default=1))
+        for token, type_id, row in zip(sequence.tokens, item.type_ids, item.char_ids):
+            expected = [encoder.chars.id(ch) for ch in token]
+            assert row[: len(token)].tolist() == expected and not row[len(token):].any()
+            assert kept[type_id, : len(token)].tolist() == expected and not kept[type_id, len(token):].any()
+    other_call = encoder.encode_many(sequences[:1], with_labels=False)
+    assert token_type_table(encoded[:1] + other_call) is None
 
 
 @pytest.mark.parametrize("embedder_class", [CharBiLSTMEmbedder, CharCNNEmbedder])
@@ -464,7 +470,7 @@ def test_character_encoders_per_distinct_token_equal_per_position(embedder_class
     with torch.no_grad():
         assert torch.allclose(embedder(batch), per_position, atol=1e-6)
         table = torch.from_numpy(token_type_table(encoded))
-        whole_call = collate(encoded, [3, 0], token_vectors=embedder.encode_rows(table))
+        whole_call = collate(encoded, [3, 0], token_vectors=with_padding_row(embedder.encode_rows(table)))
         assert torch.allclose(embedder(whole_call), per_position[[3, 0]], atol=1e-6)
 
 

@@ -11,7 +11,7 @@ import torch
 from textorch.data.corpus import TokenSequence
 from textorch.labeler import SequenceLabeler
 from textorch.models.embedders import CharBiLSTMEmbedder, encode_token_types
-from textorch.models.token_vector_cache import TokenVectorCache
+from textorch.models.token_vector_cache import KEY_WIDTH, TokenVectorCache
 
 from conftest import trained_once
 
@@ -101,6 +101,12 @@ def test_rows_with_the_same_characters_share_one_entry_and_stay_correct() -> Non
     assert torch.allclose(got, expected, atol=1e-7)
     assert torch.allclose(again, expected_wider, atol=1e-7)
     assert len(cache) == 5 and cache.misses == 5 and cache.hits == 4
+    # wider than the keys' fixed width: a token of 35 characters, next to a short known one
+    widest = np.zeros((2, KEY_WIDTH + 8), dtype=np.int64)
+    widest[0, :35] = np.arange(35) % 11 + 1
+    widest[1, :2] = [3, 4]
+    with torch.inference_mode():
+        assert torch.allclose(cache.vectors(encoder, widest, "cpu"), encode_token_types(encoder, torch.from_numpy(widest)), atol=1e-7)
 
 
 def test_the_cache_stays_bounded_and_is_skipped_in_training_mode() -> None:

@@ -16,7 +16,7 @@ import torch
 
 from textorch.api import LabelerAPI, read_evaluation_corpus
 from textorch.config import DataConfig, ModelConfig, TrainConfig, from_dict, to_dict
-from textorch.data.batching import Batch, collate, token_type_table
+from textorch.data.batching import Batch, collate, token_type_table, with_padding_row
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import EncodedSequence, SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
@@ -24,6 +24,7 @@ from textorch.data.splits import cut_long_sequences
 from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
+from textorch.gc_pause import without_gc_pauses
 from textorch.eval.metrics import EntityCounts, entity_labels
 from textorch.inference_batches import group_costs, inference_batches
 from textorch.inference_precision import batch_precision, inference_autocast
@@ -74,13 +75,17 @@ class EncodedData:
         self, encoder: torch.nn.Module | None, device: torch.device | str, cache: TokenVectorCache | None = None,
     ) -> torch.Tensor | None:
         """The output of ``encoder`` (the model's character encoder, or None: it has none) for
-        every token type here; ``cache`` keeps them across calls."""
+        every token type here, row = type id, then one row of zeros (the row that padded
+        positions of a batch point at: :func:`textorch.data.batching.collate`); ``cache``
+        keeps them across calls."""
         table = token_type_table(self.encoded) if encoder is not None else None
         if table is None:
             return None
         if cache is not None:
-            return cache.vectors(encoder, table, device)
-        return encode_token_types(encoder, torch.from_numpy(table).to(device))
+            vectors = cache.vectors(encoder, table, device)
+        else:
+            vectors = encode_token_types(encoder, torch.from_numpy(table).to(device))
+        return with_padding_row(vectors)
 
 
 @dataclass
@@ -202,16 +207,8 @@ class SequenceLabeler(LabelerAPI):
 
     # ----------------------------------------------------------------- inference
     def encode(self, sequences: list[TokenSequence], with_labels: bool = False) -> EncodedData:
-        encoded = self.encoder.encode_many(sequences, with_labels=with_labels)
-        if self.word_table is not None and encoded:
-            # One lookup for the whole call, then a view per sequence.
-            word_ids = self.word_table.index([token for sequence in sequences for token in sequence.tokens])
-            if len(encoded) == 1:  # one-sequence calls: np.split alone cost 7 us
-                encoded[0].word_ids = word_ids
-            else:
-                bounds = np.cumsum([len(item) for item in encoded])[:-1]
-                for item, ids in zip(encoded, np.split(word_ids, bounds)):
-                    item.word_ids = ids
+        word_rows = self.word_table.index if self.word_table is not None else None
+        encoded = self.encoder.encode_many(sequences, with_labels=with_labels, word_rows=word_rows)
         windows = None
         if self.transformer is not None:
             windows = self.transformer.collator(self.transformer.align([s.tokens for s in sequences]))
@@ -299,6 +296,7 @@ class SequenceLabeler(LabelerAPI):
             self._char_encoder_of = self.model
         return self._char_encoder_found
 
+    @without_gc_pauses
     def predict(
         self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
         with_scores: bool = True,
@@ -315,6 +313,7 @@ class SequenceLabeler(LabelerAPI):
             self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
         return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
 
+    @without_gc_pauses
     def count_entities(
         self,
         sequences: list[TokenSequence],

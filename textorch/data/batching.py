@@ -34,7 +34,8 @@ class Batch:
     char_rows: torch.Tensor | None = None
     char_index: torch.Tensor | None = None
     # At tagging time: the character encoder's output for every token type of the whole call,
-    # computed once (see ``token_type_table``); ``char_index`` then holds global type ids.
+    # computed once (see ``token_type_table``), then a row of zeros; ``char_index`` then holds
+    # global type ids, and that last row's index at padding.
     char_vectors: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> "Batch":
@@ -67,7 +68,8 @@ def collate(
     """Pad a list of encoded sequences (all of length >= 1) into one :class:`Batch`.
 
     ``token_vectors``: character-encoder outputs indexed by type id, for every type of the
-    ``encode_many`` call that made ``encoded`` (tagging); the batch then points into them.
+    ``encode_many`` call that made ``encoded`` (tagging), then one row of zeros; the batch then
+    points into them, padding at that last row (one row gather builds the batch's vectors).
     ``char_rows=False`` leaves out the distinct-token rows (for runners that read ``char_ids``)."""
     items = [encoded[i] for i in indices]
     batch_size = len(items)
@@ -100,7 +102,7 @@ def collate(
         if word_ids is not None:
             word_ids[row, :n] = item.word_ids
     if token_vectors is not None:
-        rows, char_index = None, torch.from_numpy(_type_index(items, mask))
+        rows, char_index = None, torch.from_numpy(_type_index(items, mask, token_vectors.shape[0] - 1))
     elif char_rows:
         rows, char_index = _distinct_tokens(items, char_ids, mask)
     else:
@@ -153,29 +155,27 @@ def _one_sequence(
     )
 
 
-def _type_index(items: list[EncodedSequence], mask: np.ndarray) -> np.ndarray:
-    index = np.full(mask.shape, -1, dtype=np.int64)
+def with_padding_row(token_vectors: torch.Tensor) -> torch.Tensor:
+    """``token_vectors`` (one row per token type) and a last row of zeros, the row that padded
+    positions point at in a batch made by :func:`collate`."""
+    return torch.cat([token_vectors, token_vectors.new_zeros((1, token_vectors.shape[1]))])
+
+
+def _type_index(items: list[EncodedSequence], mask: np.ndarray, padding: int) -> np.ndarray:
+    index = np.full(mask.shape, padding, dtype=np.int64)
     index[mask] = np.concatenate([item.type_ids for item in items])
     return index
 
 
 def token_type_table(encoded: list[EncodedSequence]) -> np.ndarray | None:
-    """Character ids of every token type of one ``encode_many`` call, row ``i`` = type ``i``;
-    None when the sequences carry no type ids."""
-    if not encoded or any(item.type_ids is None for item in encoded):
-        return None
+    """Character ids of every token type of the one ``encode_many`` call that made ``encoded``,
+    row ``i`` = type ``i``; None when there is no token, or when the sequences come from several
+    calls (their type ids then mean different tokens)."""
     present = [item for item in encoded if len(item)]
     if not present:
         return None
     shared = present[0].type_table
-    if shared is not None and all(item.type_table is shared for item in present):
-        return shared  # one encode_many call: its table is this one
-    n_types = max(int(item.type_ids.max()) for item in present) + 1
-    width = max(item.char_ids.shape[1] for item in present)
-    table = np.zeros((n_types, width), dtype=np.int64)
-    for item in present:
-        table[item.type_ids, : item.char_ids.shape[1]] = item.char_ids
-    return table
+    return shared if all(item.type_table is shared for item in present) else None
 
 
 def _distinct_tokens(
@@ -187,8 +187,8 @@ def _distinct_tokens(
     ones), and a character encoder's output depends on the token alone, so computing it once
     per distinct token gives the same vectors for less work.
     """
-    if any(item.type_ids is None for item in items):
-        return None, None
+    if any(item.type_table is not items[0].type_table for item in items):
+        return None, None  # type ids of different encode_many calls: not comparable
     flat_types = np.concatenate([item.type_ids for item in items])
     _, first, inverse = np.unique(flat_types, return_index=True, return_inverse=True)
     index = np.full(mask.shape, -1, dtype=np.int64)

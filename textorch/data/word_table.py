@@ -50,7 +50,7 @@ class WordTable:
             hits = int(np.count_nonzero(found))
             self.found += hits
             self.missing += len(new) - hits
-        return np.fromiter((rows[w] for w in words), dtype=np.int64, count=len(words))
+        return np.fromiter(map(rows.__getitem__, words), dtype=np.int64, count=len(words))
 
     def _reserve(self, size: int) -> None:
         if size > len(self._store):

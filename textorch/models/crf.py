@@ -152,7 +152,7 @@ class CRF(nn.Module):
         if emissions.device.type == "cpu" and not emissions.requires_grad:
             from textorch.models.crf_numpy import viterbi_with_confidence
 
-            self._prepare(emissions, mask)
+            self._check_shapes(emissions, mask)  # the decoders never read padded positions
             lengths = mask.to(torch.int64).sum(dim=1).numpy()
             paths, confidence = viterbi_with_confidence(
                 emissions.detach().float().numpy(), lengths, self.transitions.detach().numpy(),
@@ -170,6 +170,13 @@ class CRF(nn.Module):
     def _prepare(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Validate shapes and neutralise padding once, so that no later step can leak
         a padded value (even NaN or inf) into a result or a gradient."""
+        self._check_shapes(emissions, mask)
+        mask = mask.to(device=emissions.device, dtype=torch.bool)
+        dtype = torch.promote_types(emissions.dtype, torch.float32)
+        em = emissions.to(dtype).masked_fill(~mask.unsqueeze(2), 0.0)
+        return em, mask
+
+    def _check_shapes(self, emissions: Tensor, mask: Tensor) -> None:
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
             raise ValueError(
                 f"emissions must be (batch, length, {self.num_tags}), got {tuple(emissions.shape)}"
@@ -181,10 +188,6 @@ class CRF(nn.Module):
             )
         if emissions.size(1) == 0:
             raise ValueError("sequences must have length >= 1")
-        mask = mask.to(device=emissions.device, dtype=torch.bool)
-        dtype = torch.promote_types(emissions.dtype, torch.float32)
-        em = emissions.to(dtype).masked_fill(~mask.unsqueeze(2), 0.0)
-        return em, mask
 
     def _params(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
         """Cast parameters to the computation dtype; the cast is differentiable, so a

@@ -60,10 +60,11 @@ class CharBiLSTMEmbedder(nn.Module):
 def per_token(encode_rows, batch: Batch) -> torch.Tensor:
     """Run a character encoder once per distinct token of the batch when the batch lists them
     (``char_rows``), else once per position; ``(B, L, output_dim)`` either way."""
-    if batch.char_index is not None and (batch.char_vectors is not None or batch.char_rows is not None):
-        vectors = batch.char_vectors if batch.char_vectors is not None else encode_rows(batch.char_rows)
+    if batch.char_index is not None and batch.char_vectors is not None:
+        return select_rows(batch.char_vectors, batch.char_index)  # padding points at a row of zeros
+    if batch.char_index is not None and batch.char_rows is not None:
         index = batch.char_index
-        return select_rows(vectors, index.clamp(min=0)).masked_fill((index < 0).unsqueeze(-1), 0.0)
+        return select_rows(encode_rows(batch.char_rows), index.clamp(min=0)).masked_fill((index < 0).unsqueeze(-1), 0.0)
     b, l, c = batch.char_ids.shape
     return encode_rows(batch.char_ids.reshape(b * l, c)).reshape(b, l, -1)
 
