@@ -19,6 +19,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from textorch.data.batching import collate, token_type_table, with_padding_row
 from textorch.data.corpus import TokenSequence
+from textorch.data import encoding
 from textorch.data.encoding import SequenceEncoder, casing_class
 from textorch.labeler import SequenceLabeler
 from textorch.models import crf_compiled, crf_numpy
@@ -433,6 +434,31 @@ def test_encode_many_equals_a_token_by_token_encoding() -> None:
     assert encoded[1].char_ids.shape == (0, 1) and len(encoded[1]) == 0
     assert encoded[2].char_ids.shape == (5, 6)  # "Supercalifragilistic" cut to 6 characters
     assert encoder.encode_many([], with_labels=False) == []
+
+
+@pytest.mark.parametrize("n_sequences", [1, 40])  # up to and past SMALL_TABLE_ROWS token types
+def test_encode_many_gives_each_token_its_word_row_and_characters(n_sequences: int) -> None:
+    """Word rows looked up once per token type, then spread to every token, equal the rows of a
+    per-token lookup; the character table built in one masked copy (many types) or row by row
+    (few) holds each token's characters."""
+    words = [f"w{i}x{'y' * (i % 7)}" for i in range(60)]
+    sequences = [TokenSequence(tokens=[words[(3 * s + k) % 60] for k in range(s % 5 + 1)] + ["the"], labels=None,
+                               features=None) for s in range(n_sequences)]
+    encoder = SequenceEncoder.fit(sequences, [])
+    looked_up: list[list[str]] = []
+    rows = {word: 100 + i for i, word in enumerate(sorted({t for s in sequences for t in s.tokens}))}
+
+    def word_rows(tokens: list[str]) -> np.ndarray:
+        looked_up.append(tokens)
+        return np.array([rows[t] for t in tokens], dtype=np.int64)
+
+    encoded = encoder.encode_many(sequences, with_labels=False, word_rows=word_rows)
+    assert len(looked_up) == 1 and sorted(looked_up[0]) == sorted(rows)  # each type once
+    assert (encoded[0].type_table.shape[0] > encoding.SMALL_TABLE_ROWS) == (n_sequences == 40)
+    for sequence, item in zip(sequences, encoded):
+        assert item.word_ids.tolist() == [rows[t] for t in sequence.tokens]
+        for token, chars in zip(sequence.tokens, item.char_ids):
+            assert chars.tolist() == [encoder.chars.id(c) for c in token] + [0] * (len(chars) - len(token))
 
 
 def test_token_type_table_of_one_call_holds_each_tokens_character_ids() -> None:
