@@ -113,6 +113,15 @@ def test_cpu_crf_decoders_agree_with_each_other_on_real_sized_batches() -> None:
             plain = viterbi_with_confidence(emissions, lengths, *params)
         assert np.array_equal(compiled[0], plain[0])
         assert np.allclose(compiled[1], plain[1], atol=1e-6) and compiled[1].dtype == np.float32
+        # Any layout the kernel was not compiled for is converted, never misread: a strided view,
+        # Fortran order, int32 lengths, read-only parameters.
+        strided = np.repeat(emissions, 2, axis=1)[:, ::2]
+        fortran = [np.asfortranarray(params[0]), *params[1:]]
+        for p in fortran:
+            p.setflags(write=False)
+        odd = viterbi_with_confidence(strided, lengths.astype(np.int32), *fortran)
+        assert not strided.flags.c_contiguous and np.array_equal(odd[0], compiled[0])
+        assert np.allclose(odd[1], compiled[1], atol=1e-6)
 
 
 def test_compiled_crf_kernel_source_runs_as_python_with_the_same_results() -> None:

@@ -221,6 +221,9 @@ def preload() -> bool:
 def _exact(array: np.ndarray, dtype: type) -> np.ndarray:
     """``array`` as the one layout the kernel is compiled for (C order, writable, ``dtype``):
     any other layout would compile, and cache, a second copy of it (about 1.5 s)."""
+    flags = array.flags
+    if array.dtype == dtype and flags.c_contiguous and flags.writeable:  # the usual case: 0.1 against 0.7 us
+        return array
     return np.require(array, dtype=dtype, requirements=["C", "W"])
 
 
