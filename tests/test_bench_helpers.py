@@ -259,3 +259,10 @@ def test_the_auto_engine_variant_is_left_out_for_transformer_jobs() -> None:
     assert "textorch_auto" in keys
     assert [key for key, _, _ in bench_vs_delft._textorch_variants("onnx", bf16=False, auto=False)] == \
         [key for key in keys if key != "textorch_auto"]
+
+
+def test_the_bert_job_runs_only_with_the_date_task_and_without_no_bert() -> None:
+    assert bench_vs_delft.bert_left_out(False, ["conll", "name-header", "date"]) is None
+    assert bench_vs_delft.bert_left_out(False, ["date"]) is None
+    assert "--no-bert" in bench_vs_delft.bert_left_out(True, ["date"])
+    assert "GROBID date" in bench_vs_delft.bert_left_out(False, ["conll", "name-header"])

@@ -169,8 +169,8 @@ class SequenceEncoder:
             self._shapes.clear()
             self._shapes_vocab_size = len(self.chars)
         tokens = [token for sequence in sequences for token in sequence.tokens]
-        bounds = np.zeros(len(sequences) + 1, dtype=np.int64)
-        np.cumsum([len(sequence.tokens) for sequence in sequences], out=bounds[1:])
+        bounds = np.fromiter(itertools.accumulate((len(sequence.tokens) for sequence in sequences), initial=0),
+                             dtype=np.int64, count=len(sequences) + 1)  # 0.7 us for one sequence, cumsum 2.4
         type_of = dict.fromkeys(tokens)
         for i, token in enumerate(type_of):
             type_of[token] = i
