@@ -28,8 +28,8 @@ def emit(payload: dict, threads: int) -> None:
     print("BENCH_JSON " + json.dumps(payload), flush=True)
 
 
-def median_seconds(fn: Callable[[], object], repeats: int, min_seconds: float) -> tuple[float, int]:
-    """Median over ``repeats`` of the time of one ``fn()`` call, and the loops per repeat.
+def repeat_seconds(fn: Callable[[], object], repeats: int, min_seconds: float) -> tuple[list[float], int]:
+    """The time of one ``fn()`` call in each of ``repeats`` repeats, and the loops per repeat.
 
     A first untimed call warms the path (allocations, lazily built objects). When one call is
     shorter than ``min_seconds``, each repeat loops over it so that timer resolution and
@@ -46,7 +46,15 @@ def median_seconds(fn: Callable[[], object], repeats: int, min_seconds: float) -
         for _ in range(loops):
             fn()
         times.append((time.perf_counter() - started) / loops)
-    return statistics.median(times), loops
+    return times, loops
+
+
+def timing_row(times: list[float], loops: int, n_sequences: int, tokens: int) -> dict:
+    """One tagging row: the median of the repeats, and every repeat (the spread a reader may
+    want to see next to a ratio: this machine varies by 10-15 % between processes)."""
+    seconds = statistics.median(times)
+    return {"n_sequences": n_sequences, "n_tokens": tokens, "tag_s": seconds, "loops": loops,
+            "tokens_per_s": tokens / seconds, "repeats_s": times}
 
 
 def tagging_rows(
@@ -74,9 +82,8 @@ def tagging_rows(
     for batch_size in batch_sizes:
         data, n = (small, n_small) if batch_size < 8 else (sequences, len(sequences))
         tokens = sum(lengths[:n])
-        seconds, loops = median_seconds(lambda: (start(), tag(data, batch_size)), repeats, min_seconds)
-        rows[f"batch{batch_size}"] = {"n_sequences": n, "n_tokens": tokens, "tag_s": seconds, "loops": loops,
-                                      "tokens_per_s": tokens / seconds}
+        rows[f"batch{batch_size}"] = timing_row(*repeat_seconds(lambda: (start(), tag(data, batch_size)), repeats,
+                                                                min_seconds), n, tokens)
 
     def stream(begin: Callable[[], object]) -> None:
         begin()
@@ -86,7 +93,5 @@ def tagging_rows(
     tokens = sum(lengths[:n_small])
     names = [("stream", start)] + ([("stream_seen", lambda: None)] if forget is not None else [])
     for name, begin in names:
-        seconds, loops = median_seconds(lambda: stream(begin), repeats, min_seconds)
-        rows[name] = {"n_sequences": n_small, "n_tokens": tokens, "tag_s": seconds, "loops": loops,
-                      "tokens_per_s": tokens / seconds}
+        rows[name] = timing_row(*repeat_seconds(lambda: stream(begin), repeats, min_seconds), n_small, tokens)
     return rows

@@ -133,6 +133,7 @@ def test_tagging_rows_forget_before_every_timed_pass_but_not_for_the_seen_stream
                                       min_seconds=0.0, forget=lambda: events.append(("forget",)))
     assert set(rows) == {"batch32", "stream", "stream_seen"}
     assert rows["stream"]["n_tokens"] == 3 and rows["batch32"]["n_tokens"] == 6
+    assert all(len(row["repeats_s"]) == 2 for row in rows.values())
     batch_part = events[: 2 * 3]  # warm-up + 2 repeats, each forgetting first
     assert batch_part == [("forget",), ("tag", 3, 32)] * 3
     stream_part = events[6:15]
@@ -175,10 +176,12 @@ def test_recurrent_flops_analytic_for_packed_and_padded_input():
     assert hooks.flops == expected and padded_rnn.padded_rnn is original
 
 
-def test_median_seconds_loops_short_calls():
+def test_repeat_seconds_loops_short_calls_and_rows_keep_every_repeat():
     calls = []
-    seconds, loops = runner_common.median_seconds(lambda: calls.append(1), repeats=3, min_seconds=0.01)
-    assert loops > 1 and len(calls) == 1 + 3 * loops and seconds < 0.01
+    times, loops = runner_common.repeat_seconds(lambda: calls.append(1), repeats=3, min_seconds=0.01)
+    assert loops > 1 and len(calls) == 1 + 3 * loops and len(times) == 3 and max(times) < 0.01
+    row = runner_common.timing_row([0.3, 0.1, 0.2], loops=2, n_sequences=5, tokens=40)
+    assert row["tag_s"] == 0.2 and row["tokens_per_s"] == 200 and row["repeats_s"] == [0.3, 0.1, 0.2]
 
 
 def test_labels_only_rows_compare_the_same_output_as_the_peer():
