@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from textorch.api import LabelerAPI, read_evaluation_corpus
@@ -24,8 +23,8 @@ from textorch.data.splits import cut_long_sequences
 from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.gc_pause import without_gc_pauses
 from textorch.eval.metrics import EntityCounts, entity_labels
+from textorch.gc_pause import without_gc_pauses
 from textorch.inference_batches import group_costs, inference_batches
 from textorch.inference_precision import batch_precision, inference_autocast
 from textorch.models.crf import CRF

@@ -51,7 +51,7 @@ class EncodedSequence:
     type_ids: np.ndarray  # (L,) same id = same token string, within one encode_many call
     type_table: np.ndarray
     """Character ids of every token type of that call, row = type id, shared by all its sequences
-    (``textorch.data.batching.token_type_table`` reads it instead of rebuilding it)."""
+    (what ``textorch.data.batching.token_type_table`` returns)."""
     char_width: int
     """Characters of this sequence's widest token (at least 1)."""
     _char_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
