@@ -489,6 +489,9 @@ def test_token_type_table_of_one_call_holds_each_tokens_character_ids() -> None:
             assert kept[type_id, : len(token)].tolist() == expected and not kept[type_id, len(token):].any()
     other_call = encoder.encode_many(sequences[:1], with_labels=False)
     assert token_type_table(encoded[:1] + other_call) is None
+    # nor do their batches share distinct-token rows: each position is encoded on its own
+    mixed = collate(encoded[:1] + other_call, [0, 1])
+    assert mixed.char_rows is None and mixed.char_index is None and mixed.char_ids.shape[:2] == (2, 5)
 
 
 @pytest.mark.parametrize("embedder_class", [CharBiLSTMEmbedder, CharCNNEmbedder])

@@ -187,7 +187,7 @@ def _distinct_tokens(
     ones), and a character encoder's output depends on the token alone, so computing it once
     per distinct token gives the same vectors for less work.
     """
-    if any(item.type_table is not items[0].type_table for item in items):
+    if token_type_table(items) is None:
         return None, None  # type ids of different encode_many calls: not comparable
     flat_types = np.concatenate([item.type_ids for item in items])
     _, first, inverse = np.unique(flat_types, return_index=True, return_inverse=True)

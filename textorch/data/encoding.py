@@ -85,6 +85,8 @@ def _widest_per_sequence(token_widths: np.ndarray, bounds: np.ndarray) -> list[i
 
 
 SMALL_TABLE_ROWS = 32
+"""Token types up to which :func:`_char_table` fills rows one by one: the one masked copy that
+pays for a whole file costs more than a few row copies (one-sequence calls)."""
 
 
 def _char_table(char_ids: list[list[int]], widths: np.ndarray) -> np.ndarray:
@@ -177,8 +179,9 @@ class SequenceEncoder:
         distinct = list(type_of)
         shapes = [self._shape(token) for token in distinct]
         type_ids = np.fromiter(map(type_of.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-        widths = np.fromiter(map(len, (chars for chars, _ in shapes)), dtype=np.int64, count=len(shapes))
-        table = _char_table([chars for chars, _ in shapes], widths)
+        char_ids = [chars for chars, _ in shapes]
+        widths = np.fromiter(map(len, char_ids), dtype=np.int64, count=len(shapes))
+        table = _char_table(char_ids, widths)
         casing = np.fromiter((casing for _, casing in shapes), dtype=np.int64, count=len(shapes))[type_ids]
         word_ids = None if word_rows is None else word_rows(distinct)[type_ids]
         sequence_widths = _widest_per_sequence(widths[type_ids], bounds)

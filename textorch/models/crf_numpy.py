@@ -48,14 +48,13 @@ def viterbi_with_confidence(
     trans = trans.astype(np.float64, copy=False)
     start = start.astype(np.float64, copy=False)
     end = end.astype(np.float64, copy=False)
-    batch, length, num_tags = em.shape
     lengths = np.asarray(lengths)
     kernel = current_decoder()
     if kernel is not None:
         paths, confidence, failed = compiled_decode(kernel, em, lengths, trans, start, end, with_confidence)
         if confidence is not None and failed.any():  # scores thousands apart: log space for those rows
             rows = np.flatnonzero(failed)
-            valid = np.arange(length)[None, :] < lengths[rows, None]
+            valid = np.arange(em.shape[1])[None, :] < lengths[rows, None]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
                 confidence[rows] = _log_space_confidence(em[rows], valid, True, paths[rows], trans, start, end)
         return paths, confidence
