@@ -31,6 +31,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from textorch.models import packed_lstm
 from textorch.models.rows import inverse_permutation, permute_rows, select_rows
 
 
@@ -131,6 +132,8 @@ def _one_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) ->
 
 
 def _one_direction_exact(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
+    if packed_lstm.applies(rnn, x):
+        return packed_lstm.lstm_direction(rnn, x, layer, suffix)
     names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
     if rnn.bias:
         names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
@@ -204,8 +207,8 @@ def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
 @_fp32_lstm_where_bf16_fails
 def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
-    if int(lengths.min()) == x.shape[1]:  # no padding at all (one sequence): the fused call
-        return rnn(x)[0]
+    if int(lengths.min()) == x.shape[1]:  # no padding at all (one sequence)
+        return _unpadded_outputs(rnn, x) if packed_lstm.applies(rnn, x) else rnn(x)[0]  # else the fused call
     if _packs(rnn, x, lengths):
         out, _ = _packed(rnn, x, lengths)
         return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
@@ -213,6 +216,21 @@ def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torc
     if groups is None:
         return masked_padded_rnn(rnn, x, lengths)
     return _grouped_outputs(rnn, x, lengths, groups)
+
+
+def _unpadded_outputs(rnn: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
+    """``rnn(x)[0]`` for rows without padding, direction by direction with weights reordered
+    once (:mod:`textorch.models.packed_lstm`): a one-token call 140 -> 55 us here (two flips
+    included), against one fused call that reorders both directions' weights."""
+    h = x
+    for layer in range(rnn.num_layers):
+        forward = packed_lstm.lstm_direction(rnn, h, layer, "")
+        if not rnn.bidirectional:
+            h = forward
+            continue
+        backward = packed_lstm.lstm_direction(rnn, h.flip(1), layer, "_reverse").flip(1)
+        h = torch.cat([forward, backward], dim=-1)
+    return h
 
 
 @dataclass(frozen=True)

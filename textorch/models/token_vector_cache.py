@@ -6,9 +6,9 @@ tokens over and over, yet each call ran the character BiLSTM again: two recurren
 150-300 us each, about a third of a one-sentence call. Kept vectors turn that into a lookup.
 
 The cache never serves a vector from other weights: it is tied to the encoder and parameter
-objects, the device, each parameter's storage, dtype and version counter (PyTorch bumps it on
-in-place changes such as ``load_state_dict``), and the count of optimizer steps taken in the
-process (the fused Adam step changes weights without bumping version counters). Vectors
+objects, the device, and their state (:func:`textorch.models.weight_state.weights_state`:
+storage, dtype and version counter of each parameter, and the optimizer steps taken in the
+process). Vectors
 computed under autocast (``--precision bf16``) are kept apart from fp32 ones, one store per
 autocast state, so neither ever serves the other and calls of both kinds keep their vectors.
 It is used in eval mode only.
@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from textorch.inference_precision import autocast_state
 from textorch.models.embedders import encode_token_types
+from textorch.models.weight_state import weights_state
 
 MAX_ENTRIES = 100_000
 """Distinct tokens kept per autocast state: at most about 30 MB with DeLFT's 50-wide character
@@ -44,7 +44,7 @@ class TokenVectorCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
         self._stores: dict[tuple, _Store] = {}  # by autocast state
-        self._source: tuple | None = None  # (encoder, parameters, _state, device), held strongly
+        self._source: tuple | None = None  # (encoder, parameters, their weights_state, device), held strongly
         self.hits = 0
         self.misses = 0
 
@@ -68,7 +68,7 @@ class TokenVectorCache:
         if not self._computed_by(encoder, device):
             self.clear()
             params = tuple(encoder.parameters())
-            self._source = (encoder, params, _state(params), str(device))
+            self._source = (encoder, params, weights_state(params), str(device))
         store = self._stores.setdefault(autocast_state(device), _Store())
         keys = _row_keys(table)
         missing = _missing(store, keys)
@@ -108,7 +108,7 @@ class TokenVectorCache:
             return False
         current = tuple(encoder.parameters())
         return (len(current) == len(params) and all(a is b for a, b in zip(current, params))
-                and _state(current) == state)
+                and state is not None and weights_state(current) == state)
 
 
 KEY_WIDTH = 32
@@ -136,22 +136,3 @@ def _missing(store: _Store, keys: list[bytes]) -> dict[bytes, int]:
         if key not in rows and key not in missing:
             missing[key] = position
     return missing
-
-
-def _state(params: tuple[torch.Tensor, ...]) -> tuple:
-    """What the weights' values are known by: optimizer steps taken in this process, and each
-    parameter's storage, dtype and in-place version counter."""
-    return (_optimizer_steps, tuple((p.data_ptr(), p.dtype, p._version) for p in params))
-
-
-_optimizer_steps = 0
-
-
-def _count_step(optimizer, args, kwargs) -> None:
-    global _optimizer_steps
-    _optimizer_steps += 1
-
-
-# Every torch optimizer's step, whoever runs it, empties every cache (an integer compare per
-# call): version counters alone miss the fused Adam step, which leaves them unchanged.
-register_optimizer_step_post_hook(_count_step)

@@ -1,0 +1,180 @@
+"""LSTM directions with weights reordered once: ``torch.lstm``'s outputs exactly, fresh weights
+after any change, and the ordinary path wherever gradients, autocast, GRUs or export are involved."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from textorch.models import packed_lstm, padded_rnn
+from textorch.models.packed_lstm import applies, lstm_direction, packed_lstm_available
+
+needs_packing = pytest.mark.skipif(not packed_lstm_available(), reason="this torch build cannot pre-reorder LSTM weights")
+
+
+def _lstm(input_size: int = 6, hidden: int = 5, layers: int = 1, seed: int = 0) -> nn.LSTM:
+    torch.manual_seed(seed)
+    return nn.LSTM(input_size, hidden, num_layers=layers, batch_first=True, bidirectional=True).eval()
+
+
+def _direction_by_torch(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
+    names = [f"{kind}_l{layer}{suffix}" for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    h0 = x.new_zeros(1, x.shape[0], rnn.hidden_size)
+    return torch.lstm(x, (h0, h0), [getattr(rnn, n) for n in names], True, 1, 0.0, False, False, True)[0]
+
+
+def _spy_reorders(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count weight reorders (they still run)."""
+    made: list[int] = []
+    real = packed_lstm._Packed.of.__func__
+
+    def spy(cls, sources, hidden_size):
+        made.append(1)
+        return real(cls, sources, hidden_size)
+
+    monkeypatch.setattr(packed_lstm._Packed, "of", classmethod(spy))
+    return made
+
+
+@needs_packing
+@pytest.mark.parametrize("rows, steps", [(1, 1), (1, 13), (7, 3), (33, 9)])
+@pytest.mark.parametrize("suffix", ["", "_reverse"])
+def test_a_direction_equals_torch_lstm(rows: int, steps: int, suffix: str) -> None:
+    rnn = _lstm()
+    x = torch.randn(rows, steps, 6, generator=torch.Generator().manual_seed(rows * steps))
+    with torch.inference_mode():
+        assert applies(rnn, x)
+        got = lstm_direction(rnn, x, 0, suffix)
+        expected = _direction_by_torch(rnn, x, 0, suffix)
+    assert got.shape == (rows, steps, 5)
+    assert torch.allclose(got, expected, atol=1e-6, rtol=0)
+
+
+@needs_packing
+def test_unpadded_rows_give_the_fused_bidirectional_outputs_with_two_layers() -> None:
+    rnn = _lstm(layers=2)
+    x = torch.randn(3, 8, 6, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        got = padded_rnn.rnn_outputs(rnn, x, torch.full((3,), 8))
+        expected = rnn(x)[0]
+    assert torch.allclose(got, expected, atol=1e-6, rtol=0)
+
+
+@needs_packing
+def test_padded_rows_keep_their_values_and_zeros_after_each_length() -> None:
+    rnn = _lstm()
+    x = torch.randn(4, 6, 6, generator=torch.Generator().manual_seed(2))
+    lengths = torch.tensor([6, 4, 2, 1])
+    with torch.inference_mode():
+        got = padded_rnn.rnn_outputs(rnn, x, lengths)
+        for row, n in enumerate(lengths.tolist()):
+            alone = rnn(x[row : row + 1, :n])[0][0]
+            assert torch.allclose(got[row, :n], alone, atol=1e-6, rtol=0)
+            assert not got[row, n:].any()
+
+
+@needs_packing
+def test_weights_are_reordered_once_then_again_after_any_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _spy_reorders(monkeypatch)
+    rnn = _lstm()
+    x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        first = lstm_direction(rnn, x, 0, "")
+        assert torch.equal(lstm_direction(rnn, x, 0, ""), first)
+    assert len(made) == 1
+    other = _lstm(seed=1)
+    rnn.load_state_dict(other.state_dict())  # in place: version counters move
+    with torch.inference_mode():
+        reloaded = lstm_direction(rnn, x, 0, "")
+        assert torch.allclose(reloaded, _direction_by_torch(other, x, 0, ""), atol=1e-6, rtol=0)
+    assert len(made) == 2
+    rnn.bias_hh_l0 = nn.Parameter(torch.zeros_like(rnn.bias_hh_l0))  # a new object
+    with torch.inference_mode():
+        assert torch.allclose(lstm_direction(rnn, x, 0, ""), _direction_by_torch(rnn, x, 0, ""), atol=1e-6, rtol=0)
+    assert len(made) == 3
+
+
+@needs_packing
+def test_the_model_keeps_its_names_state_and_copies() -> None:
+    rnn = _lstm()
+    names = set(rnn.state_dict())
+    with torch.inference_mode():
+        lstm_direction(rnn, torch.randn(1, 2, 6), 0, "")
+    assert set(rnn.state_dict()) == names
+    twin = copy.deepcopy(rnn)
+    x = torch.randn(2, 3, 6)
+    with torch.inference_mode():
+        assert torch.equal(lstm_direction(twin, x, 0, ""), lstm_direction(rnn, x, 0, ""))
+
+
+@needs_packing
+def test_the_ordinary_path_wherever_packing_does_not_apply() -> None:
+    rnn = _lstm()
+    x = torch.randn(2, 3, 6)
+    with torch.inference_mode():
+        assert applies(rnn, x)
+        assert not applies(rnn, x.double())
+        assert not applies(rnn, x[:, :0])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert not applies(rnn, x)
+        assert not applies(nn.GRU(6, 5, batch_first=True).eval(), x)
+        assert not applies(nn.LSTM(6, 5, batch_first=True, bias=False).eval(), x)
+        assert not applies(nn.LSTM(6, 5, batch_first=True, proj_size=2).eval(), x)
+    assert not applies(rnn, x)  # gradients wanted: training keeps autograd's path
+    assert not applies(copy.deepcopy(rnn).train(), x)
+    with torch.inference_mode():
+        made_here = nn.LSTM(6, 5, batch_first=True).eval()  # inference tensors: no change counters
+        assert not applies(made_here, x)
+
+
+def test_the_probe_answers_under_inference_mode_and_without_the_operators(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tagging calls run under inference mode, and the first one asks the probe: it must not
+    build its test LSTM from inference tensors (which keep no version counter) and give up."""
+    packed_lstm.packed_lstm_available.cache_clear()
+    try:
+        random_state = torch.get_rng_state()
+        with torch.inference_mode():
+            found = packed_lstm_available()
+        assert torch.equal(torch.get_rng_state(), random_state)  # training's random draws stay the same
+        assert found == (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_mkldnn_rnn_layer_weight"))
+
+        class NoOps:
+            def __getattr__(self, name: str):
+                raise AttributeError(name)
+
+        packed_lstm.packed_lstm_available.cache_clear()
+        monkeypatch.setattr(torch.ops, "mkldnn", NoOps())
+        assert packed_lstm_available() is False
+        rnn = _lstm()
+        with torch.inference_mode():
+            assert not applies(rnn, torch.randn(1, 2, 6))
+            out = padded_rnn.rnn_outputs(rnn, torch.randn(2, 3, 6), torch.tensor([3, 2]))
+        assert out.shape == (2, 3, 10)
+    finally:
+        monkeypatch.undo()
+        packed_lstm.packed_lstm_available.cache_clear()
+
+
+@needs_packing
+def test_an_optimizer_step_is_seen_even_fused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused Adam step changes weights without moving their version counters: a tagger
+    validated between training steps must not keep the weights of the step before."""
+    made = _spy_reorders(monkeypatch)
+    rnn = _lstm()
+    x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(4))
+    optimizer = torch.optim.Adam(rnn.parameters(), lr=0.1, fused=True)
+    with torch.inference_mode():
+        before = lstm_direction(rnn, x, 0, "")
+    rnn.train()
+    rnn(x)[0].sum().backward()
+    optimizer.step()
+    rnn.eval()
+    with torch.inference_mode():
+        after = lstm_direction(rnn, x, 0, "")
+        expected = _direction_by_torch(rnn, x, 0, "")
+    assert len(made) == 2
+    assert not torch.allclose(after, before)
+    assert torch.allclose(after, expected, atol=1e-6, rtol=0)
