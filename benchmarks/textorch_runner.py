@@ -30,6 +30,7 @@ from runner_common import emit as _emit, peak_rss_mb, tagging_rows  # noqa: E402
 
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
 from textorch.workflows import read_for_tagging, train_tagger  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
@@ -194,6 +195,8 @@ def main() -> None:
     p.set_defaults(run=cmd_load)
 
     args = parser.parse_args()
+    # Each command stands for the `textorch` command line, which sets glibc's allocator this way.
+    keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     args.run(args)

@@ -220,7 +220,7 @@ def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torc
 
 def _unpadded_outputs(rnn: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
     """``rnn(x)[0]`` for rows without padding, direction by direction with weights reordered
-    once (:mod:`textorch.models.packed_lstm`): a one-token call 140 -> 55 us here (two flips
+    once (:mod:`textorch.models.packed_lstm`): a one-token call 154-164 -> 71-79 us here (flips
     included), against one fused call that reorders both directions' weights."""
     h = x
     for layer in range(rnn.num_layers):
