@@ -63,9 +63,9 @@ class RecurrentFlops:
     counter does see, while the fused kernel used for padded input is invisible to it; so what
     the counter records inside a recurrent module is taken out again and replaced by the
     analytic count, which is the same whichever kernel runs. Layers run direction by direction
-    (``textorch.models.padded_rnn.padded_rnn`` on padded input, ``_unpadded_outputs`` on rows
-    without padding: no module call) are counted the same way, every padded position included:
-    that work is done.
+    (``textorch.models.padded_rnn.padded_rnn``, on padded input and, where the LSTM's weights
+    are kept laid out, on rows without padding: no module call) are counted the same way, every
+    padded position included: that work is done.
     """
 
     def __init__(self, model: nn.Module, counter: object) -> None:
@@ -82,18 +82,12 @@ class RecurrentFlops:
         from textorch.models import padded_rnn
 
         self._padded_module, self._padded = padded_rnn, padded_rnn.padded_rnn
-        self._unpadded = padded_rnn._unpadded_outputs
 
         def counted(rnn: nn.RNNBase, x, lengths):
             self._add(rnn, x.shape[0] * x.shape[1])
             return self._padded(rnn, x, lengths)
 
-        def counted_unpadded(rnn: nn.RNNBase, x):
-            self._add(rnn, x.shape[0] * x.shape[1])
-            return self._unpadded(rnn, x)
-
         padded_rnn.padded_rnn = counted
-        padded_rnn._unpadded_outputs = counted_unpadded
 
     def _pre(self, _module: nn.Module, _inputs: tuple) -> None:
         self._before.append(self.counter.get_total_flops())
@@ -120,7 +114,6 @@ class RecurrentFlops:
         for handle in self.handles:
             handle.remove()
         self._padded_module.padded_rnn = self._padded
-        self._padded_module._unpadded_outputs = self._unpadded
 
 
 def count_flops(model: nn.Module, fn) -> int:

@@ -176,12 +176,11 @@ def test_recurrent_flops_analytic_for_packed_and_padded_input():
     assert hooks.flops == expected and padded_rnn.padded_rnn is original
     # Rows without padding at inference (direction by direction too, where the LSTM weights are
     # laid out once): counted once, whichever path runs them.
-    original_unpadded = padded_rnn._unpadded_outputs
     hooks = flops.RecurrentFlops(lstm, _FakeCounter())
     with torch.inference_mode():
         padded_rnn.rnn_outputs(lstm.eval(), x, torch.full((3,), 4))
     hooks.close()
-    assert hooks.flops == expected and padded_rnn._unpadded_outputs is original_unpadded
+    assert hooks.flops == expected and padded_rnn.padded_rnn is original
 
 
 def test_repeat_seconds_loops_short_calls_and_rows_keep_every_repeat():

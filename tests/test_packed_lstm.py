@@ -63,6 +63,21 @@ def test_unpadded_rows_give_the_fused_bidirectional_outputs_with_two_layers() ->
     assert torch.allclose(got, expected, atol=1e-6, rtol=0)
 
 
+def test_rows_without_padding_read_backwards_by_a_flip_with_the_modules_gradients() -> None:
+    """Training batches of equal lengths reverse their rows with a flip instead of an index:
+    outputs and gradients must be the fused module call's."""
+    rnn = _lstm().train()
+    x = torch.randn(3, 5, 6, generator=torch.Generator().manual_seed(5))
+    expected = rnn(x)[0]
+    (expected * torch.arange(10.0)).sum().backward()
+    expected_grads = [p.grad.clone() for p in rnn.parameters()]
+    rnn.zero_grad()
+    got = padded_rnn.padded_rnn(rnn, x, torch.full((3,), 5))
+    (got * torch.arange(10.0)).sum().backward()
+    assert torch.allclose(got, expected, atol=1e-6, rtol=0)
+    assert all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip(rnn.parameters(), expected_grads))
+
+
 @needs_packing
 def test_padded_rows_keep_their_values_and_zeros_after_each_length() -> None:
     rnn = _lstm()
