@@ -40,8 +40,31 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _row(job: dict, metric: str, label: str, t: float | None, d: float | None, higher: bool) -> dict:
-    ratio = t / d if t is not None and d else None
+def paired_ratios(ours: dict, peer: dict) -> list[float] | None:
+    """textorch / DeLFT round by round, when both were timed in the same rounds
+    (``bench_vs_delft.measure_tagging``): each ratio compares processes that ran a minute
+    apart, so the machine's drift over a run cancels out of it."""
+    a, b = ours.get("rounds_tokens_per_s"), peer.get("rounds_tokens_per_s")
+    if not a or not b or len(a) != len(b) or len(a) < 2 or not all(b):
+        return None
+    return [x / y for x, y in zip(a, b)]
+
+
+def _rate_row(job: dict, metric: str, label: str, ours: dict, peer: dict) -> dict:
+    """A throughput row: the median of the paired rounds' ratios where there are rounds (kept
+    in ``ratio_rounds``), else the ratio of the two medians."""
+    rounds = paired_ratios(ours, peer)
+    row = _row(job, metric, label, ours.get("tokens_per_s"), peer.get("tokens_per_s"), True,
+               ratio=None if rounds is None else statistics.median(rounds))
+    if rounds is not None:
+        row["ratio_rounds"] = rounds
+    return row
+
+
+def _row(job: dict, metric: str, label: str, t: float | None, d: float | None, higher: bool,
+         ratio: float | None = None) -> dict:
+    if ratio is None:
+        ratio = t / d if t is not None and d else None
     target = _target(job, metric)
     if not higher and metric in ("peak_rss", "load"):
         target = 1.0
@@ -84,20 +107,19 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
         tag = by_job.get(job["key"], {})
         t_tag, d_tag = tag.get("textorch") or {}, tag.get("delft") or {}
         for metric, label in TAGGING:
-            t = t_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
-            if t is None and metric in PEER_METRIC:
+            ours = t_tag.get("tagging", {}).get(metric, {})
+            if ours.get("tokens_per_s") is None and metric in PEER_METRIC:
                 continue
-            d = d_tag.get("tagging", {}).get(PEER_METRIC.get(metric, metric), {}).get("tokens_per_s")
-            rows.append(_row(job, metric, label, t, d, True))
+            peer = d_tag.get("tagging", {}).get(PEER_METRIC.get(metric, metric), {})
+            rows.append(_rate_row(job, metric, label, ours, peer))
         for variant, suffix in VARIANTS:
             other = tag.get(variant) or {}
             for metric, label in TAGGING:
                 if metric in PEER_METRIC:  # one stream per variant: its caches emptied before each pass
                     continue
-                t = other.get("tagging", {}).get(metric, {}).get("tokens_per_s")
-                d = d_tag.get("tagging", {}).get(metric, {}).get("tokens_per_s")
-                if t is not None:
-                    rows.append(_row(job, metric, label + suffix, t, d, True))
+                ours = other.get("tagging", {}).get(metric, {})
+                if ours.get("tokens_per_s") is not None:
+                    rows.append(_rate_row(job, metric, label + suffix, ours, d_tag.get("tagging", {}).get(metric, {})))
         for variant, setup in F1_CHANGE:
             changed = (tag.get(variant) or {}).get("f1")
             if changed is not None and t_tag.get("f1") is not None:
@@ -141,5 +163,7 @@ def print_markdown(rows: list[dict]) -> None:
         else:
             t, d = _fmt(row["textorch"]), _fmt(row["delft"])
             ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+            if row.get("ratio_rounds"):  # the paired rounds' spread
+                ratio += f" ({min(row['ratio_rounds']):.2f}-{max(row['ratio_rounds']):.2f})"
         met = {True: "yes", False: "**no**", None: ""}[row["met"]]
         print(f"| {row['job']} | {row['metric']} | {t} | {d} | {ratio} | {row['target'] or ''} | {met} |")
