@@ -51,13 +51,30 @@ def paired_ratios(ours: dict, peer: dict) -> list[float] | None:
 
 
 def _rate_row(job: dict, metric: str, label: str, ours: dict, peer: dict) -> dict:
-    """A throughput row: the median of the paired rounds' ratios where there are rounds (kept
-    in ``ratio_rounds``), else the ratio of the two medians."""
+    """A tagging throughput: the median of the paired rounds' ratios where there are rounds
+    (kept in ``ratio_rounds``), else the ratio of the two medians."""
     rounds = paired_ratios(ours, peer)
     row = _row(job, metric, label, ours.get("tokens_per_s"), peer.get("tokens_per_s"), True,
                ratio=None if rounds is None else statistics.median(rounds))
     if rounds is not None:
         row["ratio_rounds"] = rounds
+    return row
+
+
+def _training_row(job: dict, metric: str, label: str, runs: dict[str, list[dict]], ours: str, field: str) -> dict:
+    """A training throughput: medians over the seeds, the ratio the median of the per-seed
+    ratios where both systems trained the same seeds (``bench_vs_delft.train_all`` runs DeLFT
+    and textorch back to back for each seed: a seed is a round), else the medians' ratio."""
+    mine, peer = runs.get(ours, []), runs.get("delft", [])
+    by_seed = [{r.get("seed"): r[field] for r in side} for side in (mine, peer)]
+    seeds = sorted(set(by_seed[0]) & set(by_seed[1]) - {None})
+    paired = None
+    if len(seeds) >= 2 and len(seeds) == len(mine) == len(peer) and all(by_seed[1].values()):
+        paired = [by_seed[0][seed] / by_seed[1][seed] for seed in seeds]
+    row = _row(job, metric, label, _median([r[field] for r in mine]), _median([r[field] for r in peer]),
+               True, ratio=None if paired is None else statistics.median(paired))
+    if paired is not None:
+        row["ratio_rounds"] = paired
     return row
 
 
@@ -94,15 +111,12 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
         for run in train_runs:
             if run["key"] == job["key"]:
                 runs.setdefault(run["system"], []).append(run)
-        med = lambda system, field: _median([r[field] for r in runs.get(system, [])])  # noqa: E731
-        rows.append(_row(job, "train", "train tok/s (epochs only)", med("textorch", "train_tokens_per_s"),
-                         med("delft", "train_tokens_per_s"), True))
-        rows.append(_row(job, "fit", "train tok/s (with validation)", med("textorch", "fit_tokens_per_s"),
-                         med("delft", "fit_tokens_per_s"), True))
+        rows.append(_training_row(job, "train", "train tok/s (epochs only)", runs, "textorch", "train_tokens_per_s"))
+        rows.append(_training_row(job, "fit", "train tok/s (with validation)", runs, "textorch", "fit_tokens_per_s"))
         rows.append(_f1_row(job, runs))
         if runs.get("textorch_bf16"):  # textorch trained once more under bf16 autocast
-            rows.append(_row(job, "train", "train tok/s (epochs only), bf16 training",
-                             med("textorch_bf16", "train_tokens_per_s"), med("delft", "train_tokens_per_s"), True))
+            rows.append(_training_row(job, "train", "train tok/s (epochs only), bf16 training", runs,
+                                      "textorch_bf16", "train_tokens_per_s"))
             rows.append(_f1_row(job, runs, "textorch_bf16", ", bf16 training"))
         tag = by_job.get(job["key"], {})
         t_tag, d_tag = tag.get("textorch") or {}, tag.get("delft") or {}

@@ -83,6 +83,19 @@ def test_table_ratios_targets_and_f1_difference():
     assert rows["tag tok/s, batch 256"]["ratio"] is None  # missing data is shown, not invented
 
 
+def test_training_ratio_pairs_each_seed_s_runs_when_both_systems_trained_the_same_seeds():
+    job = {"key": "conll-BidLSTM_CRF", "task": "conll", "architecture": "BidLSTM_CRF"}
+    ours, peer = (9000, 12000, 6000), (3000, 3000, 1000)
+    runs = [{**_run("textorch", 0.8, t), "seed": seed} for seed, t in zip((1, 2, 3), ours)]
+    runs += [{**_run("delft", 0.8, d), "seed": seed} for seed, d in zip((1, 2, 3), peer)]
+    train = {r["metric"]: r for r in bench_table.build_rows([job], runs, [])}["train tok/s (epochs only)"]
+    # Seed by seed 3x, 4x, 6x: the median 4x, where the medians' ratio would say 9000 / 3000.
+    assert train["ratio_rounds"] == pytest.approx([3.0, 4.0, 6.0]) and train["ratio"] == pytest.approx(4.0)
+    assert train["textorch"] == 9000 and train["delft"] == 3000
+    unpaired = {r["metric"]: r for r in bench_table.build_rows([job], runs[:3] + runs[4:], [])}["train tok/s (epochs only)"]
+    assert "ratio_rounds" not in unpaired and unpaired["ratio"] == pytest.approx(9000 / 2000)  # seed 1 missing for DeLFT
+
+
 def test_bf16_training_runs_get_their_own_rows():
     job = {"key": "conll-BidLSTM_CRF", "task": "conll", "architecture": "BidLSTM_CRF"}
     runs = [_run("textorch", 0.80, 9000), _run("delft", 0.79, 3000), _run("textorch_bf16", 0.78, 10000),
