@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -169,19 +170,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
     for system in ("delft", "textorch"):
         if system not in present:
             out[system] = None
-    rounds: dict[str, list[dict]] = {key: [] for key in present}
-    for i in range(max(1, settings.get("rounds", 1))):
-        for key in present if i % 2 == 0 else present[::-1]:
-            system, extra = paired[key]
-            if key == "textorch" and i > 0:
-                extra = []  # the F1 of the same predictions: once is enough
-            label = "" if key == system else f" ({key.removeprefix('textorch_').replace('_', ' ')})"
-            print(f"tag   {system:8s} {job['key']}{label} round {i + 1} ...", end=" ", flush=True)
-            name = f"tag-{job['key']}" if key == system else f"tag-{key}-{job['key']}"
-            payload, _ = r.runner(system, f"{name}-r{i + 1}", tag_args(system, *extra))
-            _print_rates(payload)
-            if payload:
-                rounds[key].append(payload)
+    rounds = _timed_rounds(r, job["key"], {key: paired[key] for key in present}, tag_args, settings.get("rounds", 1))
     for key in present:
         out[key] = merge_rounds(rounds[key]) if rounds[key] else ({} if key in ("delft", "textorch") else None)
         if key in ("delft", "textorch"):
@@ -216,6 +205,28 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             if payload is not None:
                 out[system].setdefault("whole_process_s", []).append(wall)
     return out
+
+
+def _timed_rounds(r: Runner, job_key: str, setups: dict[str, tuple[str, list[str]]],
+                  tag_args: Callable[..., list[str]], rounds: int) -> dict[str, list[dict]]:
+    """Each set-up's payloads (``setups``: result key -> (system, runner options)), one fresh
+    process per set-up and round, in turn, the order reversed every other round. textorch's
+    F1 (``--f1``) is asked of the first round only: the same predictions every round."""
+    payloads: dict[str, list[dict]] = {key: [] for key in setups}
+    order = list(setups)
+    for i in range(max(1, rounds)):
+        for key in order if i % 2 == 0 else order[::-1]:
+            system, extra = setups[key]
+            if i > 0:
+                extra = [a for a in extra if a != "--f1"]
+            label = "" if key == system else f" ({key.removeprefix('textorch_').replace('_', ' ')})"
+            print(f"tag   {system:8s} {job_key}{label} round {i + 1} ...", end=" ", flush=True)
+            name = f"tag-{job_key}" if key == system else f"tag-{key}-{job_key}"
+            payload, _ = r.runner(system, f"{name}-r{i + 1}", tag_args(system, *extra))
+            _print_rates(payload)
+            if payload:
+                payloads[key].append(payload)
+    return payloads
 
 
 def merge_rounds(payloads: list[dict]) -> dict:
