@@ -51,30 +51,29 @@ def paired_ratios(ours: dict, peer: dict) -> list[float] | None:
 
 
 def _rate_row(job: dict, metric: str, label: str, ours: dict, peer: dict) -> dict:
-    """A tagging throughput: the median of the paired rounds' ratios where there are rounds
-    (kept in ``ratio_rounds``), else the ratio of the two medians."""
-    rounds = paired_ratios(ours, peer)
-    row = _row(job, metric, label, ours.get("tokens_per_s"), peer.get("tokens_per_s"), True,
-               ratio=None if rounds is None else statistics.median(rounds))
-    if rounds is not None:
-        row["ratio_rounds"] = rounds
-    return row
+    """A tagging throughput, paired by round where both were timed in rounds."""
+    return _paired_row(job, metric, label, ours.get("tokens_per_s"), peer.get("tokens_per_s"), paired_ratios(ours, peer))
 
 
 def _training_row(job: dict, metric: str, label: str, runs: dict[str, list[dict]], ours: str, field: str) -> dict:
-    """A training throughput: medians over the seeds, the ratio the median of the per-seed
-    ratios where both systems trained the same seeds (``bench_vs_delft.train_all`` runs DeLFT
-    and textorch back to back for each seed: a seed is a round), else the medians' ratio."""
+    """A training throughput: medians over the seeds, paired by seed where both systems trained
+    the same seeds (``bench_vs_delft.train_all`` runs DeLFT and textorch back to back for each
+    seed: a seed is a round)."""
     mine, peer = runs.get(ours, []), runs.get("delft", [])
     by_seed = [{r.get("seed"): r[field] for r in side} for side in (mine, peer)]
     seeds = sorted(set(by_seed[0]) & set(by_seed[1]) - {None})
-    paired = None
+    pairs = None
     if len(seeds) >= 2 and len(seeds) == len(mine) == len(peer) and all(by_seed[1].values()):
-        paired = [by_seed[0][seed] / by_seed[1][seed] for seed in seeds]
-    row = _row(job, metric, label, _median([r[field] for r in mine]), _median([r[field] for r in peer]),
-               True, ratio=None if paired is None else statistics.median(paired))
-    if paired is not None:
-        row["ratio_rounds"] = paired
+        pairs = [by_seed[0][seed] / by_seed[1][seed] for seed in seeds]
+    return _paired_row(job, metric, label, _median([r[field] for r in mine]), _median([r[field] for r in peer]), pairs)
+
+
+def _paired_row(job: dict, metric: str, label: str, t: float | None, d: float | None, pairs: list[float] | None) -> dict:
+    """A throughput row whose ratio is the median of the paired ratios (kept in
+    ``ratio_rounds``), or, without pairs, the ratio of the two medians ``t`` and ``d``."""
+    row = _row(job, metric, label, t, d, True, ratio=None if pairs is None else statistics.median(pairs))
+    if pairs is not None:
+        row["ratio_rounds"] = pairs
     return row
 
 

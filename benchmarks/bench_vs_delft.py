@@ -58,9 +58,10 @@ since 2026-12-01: with 3, two runs an hour apart gave name-header batch 32 at 4.
 one process per set-up (see :func:`measure_tagging`).
 ``bf16_train_tasks``: textorch also trains these BidLSTM_CRF jobs with ``--precision bf16``
 (every seed, models not kept), for a bf16 training speed and F1 beside the fp32 ones."""
-PAIRED = ("delft", "textorch", "textorch_labels")
-"""The set-ups timed in rounds side by side: DeLFT, textorch's default output (labels with
-confidences) and textorch's labels alone (DeLFT's output)."""
+PAIRED = {"delft": ("delft", []), "textorch": ("textorch", ["--f1"]),
+          "textorch_labels": ("textorch", ["--batch-sizes", "32", "256", "--labels-only"])}
+"""The set-ups timed in rounds side by side, result key -> (system, runner options): DeLFT,
+textorch's default output (labels with confidences) and textorch's labels alone (DeLFT's output)."""
 
 
 class Runner:
@@ -164,17 +165,15 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
         return ["tag", "--model", str(models[system]), "--input", inputs[system], "--format", f.format,
                 "--repeats", str(settings["repeats"]), "--small-limit", str(settings["small_limit"]), *extra]
 
-    paired = {"delft": ("delft", []), "textorch": ("textorch", ["--f1"]),
-              "textorch_labels": ("textorch", ["--batch-sizes", "32", "256", "--labels-only"])}
-    present = [key for key in PAIRED if models[paired[key][0]].exists()]
-    for system in ("delft", "textorch"):
-        if system not in present:
+    setups = {key: setup for key, setup in PAIRED.items() if models[setup[0]].exists()}
+    rounds = _timed_rounds(r, job["key"], setups, tag_args, settings.get("rounds", 1))
+    for key in setups:
+        out[key] = merge_rounds(rounds[key]) if rounds[key] else None
+    for system in ("delft", "textorch"):  # the rows of a system with no model or no run say n/a
+        if system in setups:
+            out[system] = {**(out[system] or {}), "model_dir_mb": _dir_mb(models[system])}
+        else:
             out[system] = None
-    rounds = _timed_rounds(r, job["key"], {key: paired[key] for key in present}, tag_args, settings.get("rounds", 1))
-    for key in present:
-        out[key] = merge_rounds(rounds[key]) if rounds[key] else ({} if key in ("delft", "textorch") else None)
-        if key in ("delft", "textorch"):
-            out[key]["model_dir_mb"] = _dir_mb(models[key])
     if models["textorch"].exists():
         onnx_dir = str(r.work / "onnx" / job["key"])
         for stale in (onnx_dir, onnx_dir + "-int8"):  # an earlier run's exports
@@ -261,8 +260,9 @@ def _print_rates(payload: dict | None) -> None:
 def _textorch_variants(onnx_dir: str, bf16: bool, auto: bool = True) -> list[tuple[str, str, list[str]]]:
     """textorch's other tagging set-ups, same model and data: (result key, label, runner options).
 
-    (Labels only, DeLFT's own output, is timed in the rounds with DeLFT: ``PAIRED``.) Each ONNX set-up exports into its own directory before its timing
-    (``--quantized`` adds the int8 model, dynamic quantisation); the int8 rows come with their F1.
+    (Labels only, DeLFT's own output, is timed in the rounds with DeLFT: ``PAIRED``.) Each
+    ONNX set-up exports into its own directory before its timing (``--quantized`` adds the int8
+    model, dynamic quantisation); the int8 rows come with their F1.
     ``auto``: also the auto engine, the server's default (not for transformer taggers, which it
     runs in PyTorch: the rows would repeat the PyTorch ones).
     """

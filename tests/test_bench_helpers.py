@@ -340,3 +340,36 @@ def test_compared_set_ups_run_in_rounds_of_fresh_processes_in_turn(tmp_path):
     assert labels["ratio"] == pytest.approx(statistics.median([7.0, 6.0, 5.25]))
     once = rows["tag tok/s, batch 32 (ONNX engine)"]  # timed once: against DeLFT's median
     assert "ratio_rounds" not in once and once["ratio"] == pytest.approx(1.0 / 80.0)
+
+
+def test_a_failed_round_leaves_that_set_up_unpaired_and_every_other_round_kept(tmp_path):
+    class Files:
+        format = "grobid"
+        delft = {"test": "delft-test.txt"}
+        textorch = {"test": "textorch-test.txt"}
+
+    class FakeRunner:
+        work = tmp_path
+        delft_calls = 0
+
+        def runner(self, system, name, args):
+            if "--engine" in args or "--precision" in args:
+                return {"tagging": {"batch32": {"tokens_per_s": 1.0}}}, 0.0
+            if system == "delft":
+                self.delft_calls += 1
+                if self.delft_calls == 2:  # the runner logs it and returns no payload
+                    return None, 0.0
+                return {"tagging": {"batch32": {"tokens_per_s": 100.0 * self.delft_calls}}}, 0.0
+            return {"tagging": {"batch32": {"tokens_per_s": 600.0}}}, 0.0
+
+    job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
+    for path in (tmp_path / "models" / "delft" / "bench-date-BidLSTM_CRF-s1", tmp_path / "models" / "textorch" / "date-BidLSTM_CRF-s1"):
+        path.mkdir(parents=True)
+    settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0, "rounds": 3}
+    out = bench_vs_delft.measure_tagging(FakeRunner(), job, Files(), settings)
+    delft = out["delft"]["tagging"]["batch32"]
+    assert delft["rounds_tokens_per_s"] == [100.0, 300.0] and out["delft"]["rounds"] == 2
+    assert "model_dir_mb" in out["delft"] and "model_dir_mb" in out["textorch"]
+    row = {r["metric"]: r for r in bench_table.build_rows([job], [], [out])}["tag tok/s, batch 32"]
+    # Two DeLFT rounds against three of textorch's: no pairs, the medians' ratio (600 / 200).
+    assert "ratio_rounds" not in row and row["ratio"] == pytest.approx(3.0)
