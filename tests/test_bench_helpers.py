@@ -234,12 +234,21 @@ def test_int8_rows_come_with_their_f1_change():
     assert change["diff_points"] == pytest.approx(-0.48) and change["delft"] is None
 
 
-def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
-    class Files:
-        format = "grobid"
-        delft = {"test": "delft-test.txt"}
-        textorch = {"test": "textorch-test.txt"}
+class _TestFiles:
+    """The two systems' test files of a GROBID job (bench_data.TaskFiles' shape)."""
 
+    format = "grobid"
+    delft = {"test": "delft-test.txt"}
+    textorch = {"test": "textorch-test.txt"}
+
+
+def _seed1_models(work: Path) -> None:
+    """Empty seed-1 model directories of the date job for both systems, where measure_tagging looks."""
+    for path in (work / "models" / "delft" / "bench-date-BidLSTM_CRF-s1", work / "models" / "textorch" / "date-BidLSTM_CRF-s1"):
+        path.mkdir(parents=True)
+
+
+def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
     class FakeRunner:
         work = tmp_path
 
@@ -251,11 +260,10 @@ def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
             return {"tagging": {"batch32": {"tokens_per_s": 1.0}}}, 0.0
 
     job = {"key": "date-BidLSTM_CRF"}
-    for path in (tmp_path / "models" / "delft" / "bench-date-BidLSTM_CRF-s1", tmp_path / "models" / "textorch" / "date-BidLSTM_CRF-s1"):
-        path.mkdir(parents=True)
+    _seed1_models(tmp_path)
     r = FakeRunner()
     settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0}
-    out = bench_vs_delft.measure_tagging(r, job, Files(), settings)
+    out = bench_vs_delft.measure_tagging(r, job, _TestFiles(), settings)
     assert [system for system, _ in r.calls] == ["delft", "textorch", "textorch", "textorch", "textorch", "textorch"]
     for system, args in r.calls:
         assert args[:11] == ["tag", "--model", str(tmp_path / "models" / system / (("bench-" if system == "delft" else "")
@@ -293,11 +301,6 @@ def test_the_bert_job_runs_only_with_the_date_task_and_without_no_bert() -> None
 
 
 def test_compared_set_ups_run_in_rounds_of_fresh_processes_in_turn(tmp_path):
-    class Files:
-        format = "grobid"
-        delft = {"test": "delft-test.txt"}
-        textorch = {"test": "textorch-test.txt"}
-
     rates = {"delft": iter([100.0, 50.0, 80.0]), "textorch": iter([600.0, 200.0, 400.0]),
              "textorch_labels": iter([700.0, 300.0, 420.0])}
 
@@ -317,11 +320,10 @@ def test_compared_set_ups_run_in_rounds_of_fresh_processes_in_turn(tmp_path):
                     "peak_rss_mb": rate}, 0.0
 
     job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
-    for path in (tmp_path / "models" / "delft" / "bench-date-BidLSTM_CRF-s1", tmp_path / "models" / "textorch" / "date-BidLSTM_CRF-s1"):
-        path.mkdir(parents=True)
+    _seed1_models(tmp_path)
     r = FakeRunner()
     settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0, "rounds": 3}
-    out = bench_vs_delft.measure_tagging(r, job, Files(), settings)
+    out = bench_vs_delft.measure_tagging(r, job, _TestFiles(), settings)
     order = [(system, "--labels-only" in args) for system, _, args in r.calls[:9]]
     forward = [("delft", False), ("textorch", False), ("textorch", True)]
     assert order == forward + forward[::-1] + forward  # every other round the other way round
@@ -343,11 +345,6 @@ def test_compared_set_ups_run_in_rounds_of_fresh_processes_in_turn(tmp_path):
 
 
 def test_a_failed_round_leaves_that_set_up_unpaired_and_every_other_round_kept(tmp_path):
-    class Files:
-        format = "grobid"
-        delft = {"test": "delft-test.txt"}
-        textorch = {"test": "textorch-test.txt"}
-
     class FakeRunner:
         work = tmp_path
         delft_calls = 0
@@ -363,10 +360,9 @@ def test_a_failed_round_leaves_that_set_up_unpaired_and_every_other_round_kept(t
             return {"tagging": {"batch32": {"tokens_per_s": 600.0}}}, 0.0
 
     job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
-    for path in (tmp_path / "models" / "delft" / "bench-date-BidLSTM_CRF-s1", tmp_path / "models" / "textorch" / "date-BidLSTM_CRF-s1"):
-        path.mkdir(parents=True)
+    _seed1_models(tmp_path)
     settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0, "rounds": 3}
-    out = bench_vs_delft.measure_tagging(FakeRunner(), job, Files(), settings)
+    out = bench_vs_delft.measure_tagging(FakeRunner(), job, _TestFiles(), settings)
     delft = out["delft"]["tagging"]["batch32"]
     assert delft["rounds_tokens_per_s"] == [100.0, 300.0] and out["delft"]["rounds"] == 2
     assert "model_dir_mb" in out["delft"] and "model_dir_mb" in out["textorch"]
