@@ -705,3 +705,47 @@ def test_tagging_outputs_equal_packed_whether_padded_or_packed(lengths: list[int
         got = rnn_outputs(rnn, x, n)
     assert torch.allclose(got, expected, atol=1e-6)
     assert (sum(lengths) / (9 * len(lengths)) < PACKING_FILL) == (lengths == [9, 1, 2, 1])
+
+
+def test_tagging_through_time_major_rows_equals_the_batch_first_path(
+    tiny_conll: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BiLSTM-CRF tagger's rows go from the BiLSTM to the CRF time-major on the CPU; turned
+    off, the batch-first path must give the same labels and confidences (padded batches too)."""
+    from textorch.models.encoders import RecurrentEncoder
+
+    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4)
+    sequences = _sequences() * 6  # 24 sequences of 1 to 7 tokens: batches of 4 with and without padding
+    taken = []
+    time_major = RecurrentEncoder.time_major
+
+    def counted(self, x, lengths):
+        out = time_major(self, x, lengths)
+        if out is not None:
+            taken.append(int(lengths.min()) < x.shape[1])  # padded or not
+        return out
+
+    monkeypatch.setattr(RecurrentEncoder, "time_major", counted)
+    fast = labeler.predict(sequences, batch_size=4) + labeler.predict(sequences[:1], batch_size=1)
+    if padded_rnn.packed_lstm.packed_lstm_available():
+        assert True in taken and False in taken
+    monkeypatch.setattr(RecurrentEncoder, "time_major", lambda self, x, lengths: None)
+    ordinary = labeler.predict(sequences, batch_size=4) + labeler.predict(sequences[:1], batch_size=1)
+    assert [p.labels for p in fast] == [p.labels for p in ordinary]
+    assert np.allclose([x for p in fast for x in p.scores], [x for p in ordinary for x in p.scores], atol=1e-6)
+
+
+def test_cpu_crf_decoding_by_lengths_ignores_what_lies_past_them(crf_decoder: str) -> None:
+    """The time-major path hands the CRF a strided view whose padded positions hold leftovers."""
+    crf = _random_crf(5, seed=8)
+    emissions = torch.randn(3, 6, 5, generator=torch.Generator().manual_seed(8))
+    lengths = torch.tensor([6, 2, 4])
+    mask = torch.arange(6)[None, :] < lengths[:, None]
+    with torch.no_grad():
+        expected_paths, expected_scores = crf.best_paths_with_confidence(emissions * mask.unsqueeze(-1), mask)
+        leftovers = emissions.masked_fill(~mask.unsqueeze(-1), 1e4).transpose(0, 1).contiguous().transpose(0, 1)
+        paths, scores = crf.cpu_best_paths(leftovers, lengths)
+    assert torch.equal(paths[mask], expected_paths[mask])
+    assert torch.allclose(scores[mask], expected_scores[mask], atol=1e-6)
+    with pytest.raises(ValueError, match="one length per row"):
+        crf.cpu_best_paths(emissions, lengths[:2])

@@ -193,3 +193,37 @@ def test_an_optimizer_step_is_seen_even_fused(monkeypatch: pytest.MonkeyPatch) -
     assert len(made) == 2
     assert not torch.allclose(after, before)
     assert torch.allclose(after, expected, atol=1e-6, rtol=0)
+
+
+@needs_packing
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 9, 9, 9, 8, 8, 8, 8, 7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 4]])
+def test_time_major_outputs_equal_the_batch_first_ones_on_every_real_position(layers: int, lengths: list[int]) -> None:
+    """Rows read backwards by a flip (no padding) or an index (padding; 19 rows: run padded to a
+    bucket of 20), one or two layers: ``rnn_outputs``' values at every real position."""
+    rnn = _lstm(layers=layers)
+    lengths_t = torch.tensor(lengths)
+    x = torch.randn(len(lengths), 9, 6, generator=torch.Generator().manual_seed(len(lengths) + layers))
+    x = x * (torch.arange(9)[None, :] < lengths_t[:, None]).unsqueeze(-1)  # zeros at padding, as batches have
+    with torch.inference_mode():
+        got = padded_rnn.time_major_outputs(rnn, x, lengths_t)
+        expected = padded_rnn.rnn_outputs(rnn, x, lengths_t)
+    assert got is not None and got.shape == (9, len(lengths), 10)
+    real = torch.arange(9)[None, :] < lengths_t[:, None]
+    assert torch.allclose(got.transpose(0, 1)[real], expected[real], atol=1e-6, rtol=0)
+    assert torch.isfinite(got).all()  # what lies past a length is never read, but must not be NaN
+
+
+def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> None:
+    """None (the caller then runs ``rnn_outputs``): GRUs, training, autocast, and batches that
+    are mostly padding (those pack)."""
+    x = torch.randn(4, 10, 6)
+    lengths = torch.tensor([10, 9, 8, 7])
+    torch.manual_seed(0)
+    gru = nn.GRU(6, 5, batch_first=True, bidirectional=True).eval()
+    with torch.inference_mode():
+        assert padded_rnn.time_major_outputs(gru, x, lengths) is None
+        assert padded_rnn.time_major_outputs(_lstm(), x, torch.tensor([10, 1, 1, 1])) is None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert padded_rnn.time_major_outputs(_lstm(), x, lengths) is None
+    assert padded_rnn.time_major_outputs(_lstm().train(), x, lengths) is None

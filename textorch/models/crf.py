@@ -150,20 +150,30 @@ class CRF(nn.Module):
         cheaper for tagging-sized inputs); elsewhere :meth:`decode` and :meth:`marginals`.
         """
         if emissions.device.type == "cpu" and not emissions.requires_grad:
-            from textorch.models.crf_numpy import viterbi_with_confidence
-
             self._check_shapes(emissions, mask)  # the decoders never read padded positions
-            lengths = mask.to(torch.int64).sum(dim=1).numpy()
-            paths, confidence = viterbi_with_confidence(
-                emissions.detach().float().numpy(), lengths, self.transitions.detach().numpy(),
-                self.start_transitions.detach().numpy(), self.end_transitions.detach().numpy(), with_confidence,
-            )
-            return torch.from_numpy(paths), None if confidence is None else torch.from_numpy(confidence)
+            return self.cpu_best_paths(emissions, mask.to(torch.int64).sum(dim=1), with_confidence)
         paths, _ = self.decode(emissions, mask)
         if not with_confidence:
             return paths, None
         scores = self.marginals(emissions, mask).gather(-1, paths.unsqueeze(-1)).squeeze(-1)
         return paths, scores
+
+    def cpu_best_paths(
+        self, emissions: Tensor, lengths: Tensor, with_confidence: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        """:meth:`best_paths_with_confidence` on the CPU for rows of ``lengths`` (>= 1, a CPU
+        tensor): :mod:`textorch.models.crf_numpy`, which never reads past a row's length, so
+        ``emissions`` may hold anything there (and be a strided view)."""
+        from textorch.models.crf_numpy import viterbi_with_confidence
+
+        if emissions.dim() != 3 or emissions.size(2) != self.num_tags or lengths.shape != emissions.shape[:1]:
+            raise ValueError(f"emissions must be (batch, length, {self.num_tags}) with one length per row, got "
+                             f"{tuple(emissions.shape)} and {tuple(lengths.shape)} lengths")
+        paths, confidence = viterbi_with_confidence(
+            emissions.detach().float().numpy(), lengths.numpy(), self.transitions.detach().numpy(),
+            self.start_transitions.detach().numpy(), self.end_transitions.detach().numpy(), with_confidence,
+        )
+        return torch.from_numpy(paths), None if confidence is None else torch.from_numpy(confidence)
 
     # ------------------------------------------------------------------ internals
 

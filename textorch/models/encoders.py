@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from textorch.models.embedders import run_packed_rnn
+from textorch.models.padded_rnn import time_major_outputs
 
 
 class RecurrentEncoder(nn.Module):
@@ -19,6 +20,11 @@ class RecurrentEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return run_packed_rnn(self.rnn, x, lengths)
+
+    def time_major(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
+        """Tagging's outputs ``(L, B, output_dim)``, past each length unspecified, or None where
+        only :meth:`forward` applies (see :func:`textorch.models.padded_rnn.time_major_outputs`)."""
+        return time_major_outputs(self.rnn, x, lengths)
 
 
 class IdentityEncoder(nn.Module):

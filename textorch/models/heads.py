@@ -34,6 +34,15 @@ class CRFHead(nn.Module):
         """Best label ids (B, L) and, per token, the posterior probability of that label."""
         return self.crf.best_paths_with_confidence(self.emissions(h).float(), mask, with_scores)
 
+    def decode_time_major(
+        self, h: torch.Tensor, lengths: torch.Tensor, with_scores: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`decode` of time-major ``h`` ``(L, B, D)`` whose positions past each row's
+        length (``lengths``, on the CPU) are never read; results are batch-first (B, L). CPU
+        inference only (an encoder's ``time_major`` outputs): the dense layer runs on the rows
+        as they come, the CRF reads them through a transposed view."""
+        return self.crf.cpu_best_paths(self.emissions(h).float().transpose(0, 1), lengths, with_scores)
+
 
 class SoftmaxHead(nn.Module):
     """Independent per-token classification (the architectures without CRF)."""

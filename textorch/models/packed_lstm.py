@@ -107,6 +107,12 @@ def lstm_direction(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str) -> to
     """``(B, T, H)``: one direction (``suffix`` "" or "_reverse") of layer ``layer`` run
     forwards over batch-first ``x`` from zero states, as ``torch.lstm`` would. Call only where
     :func:`applies`."""
+    return time_major_direction(rnn, x.transpose(0, 1), layer, suffix).transpose(0, 1)
+
+
+def time_major_direction(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
+    """:func:`lstm_direction` over time-major ``x`` ``(T, B, D)``, giving ``(T, B, H)``: oneDNN's
+    own order, so nothing is transposed. Call only where :func:`applies`."""
     sources = _sources(rnn, layer, suffix)
     entries = _packed.get(rnn)
     if entries is None:
@@ -114,7 +120,7 @@ def lstm_direction(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str) -> to
     entry = entries.get((layer, suffix))
     if entry is None or not entry.still_valid(sources):
         entry = entries[(layer, suffix)] = _Packed.of(sources, rnn.hidden_size)
-    return _run(entry, x.transpose(0, 1), rnn.hidden_size).transpose(0, 1)
+    return _run(entry, x, rnn.hidden_size)
 
 
 def _sources(rnn: nn.LSTM, layer: int, suffix: str) -> tuple[torch.Tensor, ...]:

@@ -63,9 +63,11 @@ class SequenceTagger(nn.Module):
         self.dropout = FastDropout(dropout)
 
     def encode(self, batch: Batch) -> torch.Tensor:
-        x = torch.cat([embedder(batch) for embedder in self.embedders], dim=-1)
-        h = self.encoder(self.dropout(x), batch.mask, batch.lengths)
+        h = self.encoder(self.dropout(self.embed(batch)), batch.mask, batch.lengths)
         return self.dropout(h)
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        return torch.cat([embedder(batch) for embedder in self.embedders], dim=-1)
 
     def forward(self, batch: Batch) -> TaggerOutput:
         hidden = self.encode(batch)
@@ -75,5 +77,17 @@ class SequenceTagger(nn.Module):
         return TaggerOutput(loss=loss, hidden=hidden)
 
     def decode(self, batch: Batch, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Label ids (B, L) and per-token confidence (B, L), or None for it when not asked for."""
+        """Label ids (B, L) and per-token confidence (B, L), or None for it when not asked for.
+
+        Where the encoder and head can (CPU inference of a BiLSTM-CRF, see
+        :func:`textorch.models.padded_rnn.time_major_outputs`), the rows go from the BiLSTM to
+        the CRF time-major, as oneDNN gives them; the results are the same."""
+        decode_time_major = getattr(self.head, "decode_time_major", None)
+        time_major = getattr(self.encoder, "time_major", None)
+        if not self.training and decode_time_major is not None and time_major is not None:
+            x = self.embed(batch)
+            h = time_major(x, batch.lengths)
+            if h is not None:
+                return decode_time_major(h, batch.lengths, with_scores)
+            return self.head.decode(self.encoder(x, batch.mask, batch.lengths), batch.mask, with_scores)
         return self.head.decode(self.encode(batch), batch.mask, with_scores)
