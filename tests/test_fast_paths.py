@@ -690,11 +690,10 @@ def test_numpy_log_partition_declines_batches_too_large_for_its_step_matrices(mo
     assert torch.allclose(got, expected, atol=1e-9)
 
 
-@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 8, 7, 9], [9, 1, 2, 1]])
+@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 8, 7, 9], [9, 1, 2, 1], [9] + [1, 2] * 20])
 def test_tagging_outputs_equal_packed_whether_padded_or_packed(lengths: list[int]) -> None:
-    """No padding (fused call), little padding (unpacked directions), mostly padding (packed)."""
-    from textorch.models.padded_rnn import PACKING_FILL
-
+    """No padding (fused call), little padding (unpacked directions), mostly padding in a few
+    rows (still unpacked: the step-by-step kernel costs more there) or in many (packed)."""
     torch.manual_seed(1)
     rnn = nn.LSTM(7, 5, batch_first=True, bidirectional=True)
     x = torch.randn(len(lengths), 9, 7)
@@ -703,8 +702,25 @@ def test_tagging_outputs_equal_packed_whether_padded_or_packed(lengths: list[int
     expected = pad_packed_sequence(expected, batch_first=True, total_length=9)[0]
     with torch.inference_mode():
         got = rnn_outputs(rnn, x, n)
+        packs = padded_rnn._packs(rnn, x, n)
     assert torch.allclose(got, expected, atol=1e-6)
-    assert (sum(lengths) / (9 * len(lengths)) < PACKING_FILL) == (lengths == [9, 1, 2, 1])
+    assert packs == (len(lengths) > 4)
+
+
+@pytest.mark.parametrize("lengths", [[9, 1, 2, 1], [9, 8, 7, 9]])
+def test_gru_tagging_packs_any_mostly_padded_batch(lengths: list[int]) -> None:
+    """GRUs step through time padded or not: a few rows mostly padding already pack."""
+    torch.manual_seed(2)
+    rnn = nn.GRU(7, 5, batch_first=True, bidirectional=True)
+    x = torch.randn(len(lengths), 9, 7)
+    n = torch.tensor(lengths)
+    expected, _ = rnn(pack_padded_sequence(x, n, batch_first=True, enforce_sorted=False))
+    expected = pad_packed_sequence(expected, batch_first=True, total_length=9)[0]
+    with torch.inference_mode():
+        got = rnn_outputs(rnn, x, n)
+        packs = padded_rnn._packs(rnn, x, n)
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert packs == (lengths == [9, 1, 2, 1])
 
 
 def test_tagging_through_time_major_rows_equals_the_batch_first_path(

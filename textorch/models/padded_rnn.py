@@ -4,8 +4,8 @@ Packing (``pack_padded_sequence``) keeps padding out of a bidirectional RNN, but
 takes PyTorch's step-by-step kernel instead of the fused oneDNN one: forward plus backward of a
 CoNLL-2003 batch ran 1.45-1.6x slower packed (CoNLL training went from 13.0k to 16.0k tokens/s),
 and tagging too ran 5-50 % slower packed (word BiLSTM, sorted batches of 8-256). Tagging still
-packs on CUDA, where cuDNN runs packed batches natively, and on the CPU for batches that are
-mostly padding (``PACKING_FILL``).
+packs on CUDA, where cuDNN runs packed batches natively, and on the CPU for batches of many
+rows that are mostly padding (``PACKED_TOKEN_COST``; GRUs: ``PACKING_FILL``).
 
 Unpacked, each direction runs on padded input: the forward direction never reads
 what follows a step, and the backward direction reads every sequence reversed *within its own
@@ -193,18 +193,34 @@ def _records_gradients(rnn: nn.RNNBase) -> bool:
     return torch.is_grad_enabled() and any(p.requires_grad for p in rnn.parameters())
 
 
+PACKED_TOKEN_COST = 2.1
+PACKED_STEP_COST = 11.0
+"""What a packed tagging call costs, in row-steps of a padded one (one row for one time step):
+each real token ``PACKED_TOKEN_COST`` and each time step ``PACKED_STEP_COST`` more (PyTorch's
+step-by-step kernel). Fitted on the word BiLSTM 150 -> 2 x 100 (one thread): a padded row-step
+took 3.0 us, packed 6.4 us a token and 34 a step. Packed beat padded by 2-3x on 64 rows of
+mostly short sequences (fill 7-15 %), lost by 1.2-2x on 8-16 rows at any fill and on 64 rows
+above half full; the rule GRUs keep (``PACKING_FILL``) packed GROBID date's test file at batch
+256 (64 rows of 1-8 tokens, 48 % full): 4.44 ms a pass against 3.52 with this one
+(name-header 25.1 -> 23.7 ms, CoNLL-2003 278 -> 273 ms at batch 256)."""
+
 PACKING_FILL = 0.6
-"""Tagging packs a batch whose real positions fill less than this share of it: a batch of
-very different lengths (GROBID name-header at batch 256: 1 to 100+ tokens) ran 2x slower
-padded, where sorted batches of similar lengths run faster padded."""
+"""GRUs pack a batch whose real positions fill less than this share of it. PyTorch has no
+fused oneDNN GRU: padded or packed, it steps through time, and packed it skips the padding
+(0.13-0.72x the padded time on 8-64 rows 7-42 % full)."""
 
 
 def _packs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> bool:
-    """Whether to pack: CUDA tagging always, CPU tagging of mostly-padding batches (see the
-    module docstring and ``PACKING_FILL``), training never."""
+    """Whether to pack: CUDA tagging always, CPU tagging where padding would cost more (LSTMs:
+    the cost model above; GRUs: ``PACKING_FILL``), training never."""
     if _records_gradients(rnn):
         return False
-    return x.is_cuda or int(lengths.sum()) < PACKING_FILL * x.shape[0] * x.shape[1]
+    if x.is_cuda:
+        return True
+    rows, steps = x.shape[0], x.shape[1]
+    if isinstance(rnn, nn.LSTM):
+        return PACKED_TOKEN_COST * int(lengths.sum()) + PACKED_STEP_COST * steps < rows * steps
+    return int(lengths.sum()) < PACKING_FILL * rows * steps
 
 
 def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
