@@ -690,37 +690,26 @@ def test_numpy_log_partition_declines_batches_too_large_for_its_step_matrices(mo
     assert torch.allclose(got, expected, atol=1e-9)
 
 
-@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 8, 7, 9], [9, 1, 2, 1], [9] + [1, 2] * 20])
-def test_tagging_outputs_equal_packed_whether_padded_or_packed(lengths: list[int]) -> None:
-    """No padding (fused call), little padding (unpacked directions), mostly padding in a few
-    rows (still unpacked: the step-by-step kernel costs more there) or in many (packed)."""
+@pytest.mark.parametrize("cell, lengths, packs", [
+    (nn.LSTM, [9, 9, 9], False), (nn.LSTM, [9, 8, 7, 9], False),
+    (nn.LSTM, [9, 1, 2, 1], False), (nn.LSTM, [9] + [1, 2] * 20, True),
+    (nn.GRU, [9, 8, 7, 9], False), (nn.GRU, [9, 1, 2, 1], True),
+])
+def test_tagging_outputs_equal_packed_whether_padded_or_packed(cell: type, lengths: list[int], packs: bool) -> None:
+    """No padding (fused call), little padding (unpacked directions), mostly padding: an LSTM
+    packs only with many rows (the step-by-step kernel costs more than a few padded rows), a
+    GRU, which steps through time either way, with a few."""
     torch.manual_seed(1)
-    rnn = nn.LSTM(7, 5, batch_first=True, bidirectional=True)
+    rnn = cell(7, 5, batch_first=True, bidirectional=True)
     x = torch.randn(len(lengths), 9, 7)
     n = torch.tensor(lengths)
     expected, _ = rnn(pack_padded_sequence(x, n, batch_first=True, enforce_sorted=False))
     expected = pad_packed_sequence(expected, batch_first=True, total_length=9)[0]
     with torch.inference_mode():
         got = rnn_outputs(rnn, x, n)
-        packs = padded_rnn._packs(rnn, x, n)
+        packed = padded_rnn._packs(rnn, x, n)
     assert torch.allclose(got, expected, atol=1e-6)
-    assert packs == (len(lengths) > 4)
-
-
-@pytest.mark.parametrize("lengths", [[9, 1, 2, 1], [9, 8, 7, 9]])
-def test_gru_tagging_packs_any_mostly_padded_batch(lengths: list[int]) -> None:
-    """GRUs step through time padded or not: a few rows mostly padding already pack."""
-    torch.manual_seed(2)
-    rnn = nn.GRU(7, 5, batch_first=True, bidirectional=True)
-    x = torch.randn(len(lengths), 9, 7)
-    n = torch.tensor(lengths)
-    expected, _ = rnn(pack_padded_sequence(x, n, batch_first=True, enforce_sorted=False))
-    expected = pad_packed_sequence(expected, batch_first=True, total_length=9)[0]
-    with torch.inference_mode():
-        got = rnn_outputs(rnn, x, n)
-        packs = padded_rnn._packs(rnn, x, n)
-    assert torch.allclose(got, expected, atol=1e-6)
-    assert packs == (lengths == [9, 1, 2, 1])
+    assert packed == packs
 
 
 def test_tagging_through_time_major_rows_equals_the_batch_first_path(
