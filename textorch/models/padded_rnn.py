@@ -123,12 +123,18 @@ def _fp32_lstm_where_bf16_fails(run: Callable[..., torch.Tensor]) -> Callable[..
 
 def _one_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
     """One direction of one layer; on the CPU with rows padded to a bucket (``bucketed_rows``)."""
-    rows = x.shape[0]
+    return _in_row_buckets(lambda rows: _one_direction_exact(rnn, rows, layer, suffix), x, row_dim=0)
+
+
+def _in_row_buckets(run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, row_dim: int) -> torch.Tensor:
+    """``run(x)``, on the CPU with the rows of ``x`` (dimension ``row_dim``) padded with zeros up
+    to :func:`bucketed_rows`; the padding rows' outputs are dropped."""
+    rows = x.shape[row_dim]
     padded = rows if x.is_cuda else bucketed_rows(rows)
     if padded == rows:
-        return _one_direction_exact(rnn, x, layer, suffix)
-    x = nn.functional.pad(x, (0, 0, 0, 0, 0, padded - rows))
-    return _one_direction_exact(rnn, x, layer, suffix)[:rows]
+        return run(x)
+    widths = [0, 0] * (x.dim() - 1 - row_dim) + [0, padded - rows]  # F.pad counts from the last dimension
+    return run(nn.functional.pad(x, widths)).narrow(row_dim, 0, rows)
 
 
 def _one_direction_exact(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
@@ -257,7 +263,7 @@ def time_major_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) 
     instead of 192.3 ms; whole tagging calls took 5 % less time. Only where the
     LSTM's weights are kept laid out (:func:`packed_lstm.applies`: CPU inference in float32),
     and not for batches that :func:`rnn_outputs` would pack (mostly padding)."""
-    if not isinstance(rnn, nn.LSTM) or lengths.device.type != "cpu" or not packed_lstm.applies(rnn, x):
+    if lengths.device.type != "cpu" or not packed_lstm.applies(rnn, x):  # applies: LSTMs only
         return None
     rows, steps = x.shape[0], x.shape[1]
     padding = int(lengths.min()) < steps
@@ -265,10 +271,8 @@ def time_major_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) 
         return None
     flat_reverse = None
     if rnn.bidirectional and padding:
-        # Row t * rows + b of the flattened (T, B) grid reads step n_b - 1 - t of row b, within its length.
-        t = torch.arange(steps).unsqueeze(1)
-        n = lengths.unsqueeze(0)
-        flat_reverse = (torch.where(t < n, n - 1 - t, t) * rows + torch.arange(rows)).reshape(-1)
+        # Row t * rows + b of the flattened (T, B) grid reads row b's step reverse_index[b, t].
+        flat_reverse = (reverse_index(lengths, steps).t() * rows + torch.arange(rows)).reshape(-1)
     h = x.transpose(0, 1).contiguous()
     for layer in range(rnn.num_layers):
         forward = _time_major_direction(rnn, h, layer, "")
@@ -290,12 +294,7 @@ def _reversed_time_major(h: torch.Tensor, flat_reverse: torch.Tensor | None) -> 
 
 def _time_major_direction(rnn: nn.LSTM, h: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
     """One direction over time-major ``h``, its rows padded to a bucket as in :func:`_one_direction`."""
-    rows = h.shape[1]
-    padded = bucketed_rows(rows)
-    if padded == rows:
-        return packed_lstm.time_major_direction(rnn, h, layer, suffix)
-    h = nn.functional.pad(h, (0, 0, 0, padded - rows))
-    return packed_lstm.time_major_direction(rnn, h, layer, suffix)[:, :rows]
+    return _in_row_buckets(lambda rows: packed_lstm.time_major_direction(rnn, rows, layer, suffix), h, row_dim=1)
 
 
 @dataclass(frozen=True)
