@@ -22,6 +22,7 @@ from textorch.data.corpus import TokenSequence
 from textorch.data import encoding
 from textorch.data.encoding import SequenceEncoder, casing_class
 from textorch.labeler import SequenceLabeler
+from textorch import inference_batches
 from textorch.models import crf_compiled, crf_numpy
 from textorch.models.crf import CRF
 from textorch.models.crf_numpy import viterbi_with_confidence
@@ -382,6 +383,28 @@ def test_length_groups_find_the_cheapest_cuts(seed: int) -> None:
     assert sorted(i for g in (groups or [torch.arange(len(sizes))]) for i in g.tolist()) == list(range(len(sizes)))
     got = sum(max(p) * (len(p) + costs.step_cost_in_rows) + costs.group_cost for p in parts)
     assert got == pytest.approx(_brute_force_cost(sizes, costs))
+
+
+def test_quick_bound_never_keeps_one_block_when_a_split_is_cheaper() -> None:
+    rng = np.random.default_rng(0)
+    settled = 0
+    for _ in range(200):
+        sizes = rng.choice([1, 2, 3, 4, 5, 8, 13, 40], size=int(rng.integers(2, 11))).tolist()
+        costs = padded_rnn.GroupCosts(step_cost_in_rows=3.3, group_cost=float(rng.choice([5.0, 60.0, 160.0, 600.0])),
+                                      max_groups=3)
+        one_block = max(sizes) * (len(sizes) + costs.step_cost_in_rows) + costs.group_cost
+        if padded_rnn._one_block_is_cheapest(np.array(sizes), costs):
+            settled += 1
+            assert _brute_force_cost(sizes, costs) == pytest.approx(one_block), (sizes, costs)
+    assert settled > 50  # the bound settles many cases, not only trivial ones
+
+
+def test_quick_bound_settles_short_tagging_batches() -> None:
+    """GROBID date's test batches (32 rows of 1-4 and of 4-8 tokens) need no search."""
+    costs = inference_batches.INFERENCE_GROUP_COSTS
+    for sizes in ([1] * 4 + [2] * 16 + [3] * 7 + [4] * 5, [4] * 9 + [5] * 16 + [7] * 5 + [8] * 2):
+        assert padded_rnn._one_block_is_cheapest(np.array(sizes), costs)
+    assert not padded_rnn._one_block_is_cheapest(np.array([5, 7, 9, 873] + [10] * 28), padded_rnn.WORD_GROUP_COSTS)
 
 
 def test_length_groups_split_heavy_tails_only() -> None:

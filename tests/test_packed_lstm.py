@@ -227,3 +227,25 @@ def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> No
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert padded_rnn.time_major_outputs(_lstm(), x, lengths) is None
     assert padded_rnn.time_major_outputs(_lstm().train(), x, lengths) is None
+
+
+@needs_packing
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("lengths", [[4, 4, 4], [9, 1, 4, 7, 2, 9, 3, 3, 5, 8, 6, 1, 2, 2, 4, 7, 9, 1, 5]])
+def test_final_states_at_inference_run_time_major_and_equal_the_packed_ones(
+    monkeypatch: pytest.MonkeyPatch, bidirectional: bool, lengths: list[int]
+) -> None:
+    """Character-encoder final states at CPU inference (no padding: a flip; unsorted padded
+    rows, 19 run as a bucket of 20): ``h_n`` of the packed LSTM, each direction's."""
+    torch.manual_seed(3)
+    rnn = nn.LSTM(6, 5, batch_first=True, bidirectional=bidirectional).eval()
+    lengths_t = torch.tensor(lengths)
+    x = torch.randn(len(lengths), max(lengths), 6, generator=torch.Generator().manual_seed(len(lengths)))
+    taken: list[int] = []
+    real = padded_rnn._time_major_final_states
+    monkeypatch.setattr(padded_rnn, "_time_major_final_states", lambda *a: taken.append(1) or real(*a))
+    with torch.inference_mode():
+        got = padded_rnn.final_states(rnn, x, lengths_t)
+        _, (h_n, _) = rnn(nn.utils.rnn.pack_padded_sequence(x, lengths_t, batch_first=True, enforce_sorted=False))
+    assert taken == [1]
+    assert torch.allclose(got, torch.cat(list(h_n), dim=-1), atol=1e-6, rtol=0)

@@ -269,10 +269,7 @@ def time_major_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) 
     padding = int(lengths.min()) < steps
     if padding and _packs(rnn, x, lengths):
         return None
-    flat_reverse = None
-    if rnn.bidirectional and padding:
-        # Row t * rows + b of the flattened (T, B) grid reads row b's step reverse_index[b, t].
-        flat_reverse = (reverse_index(lengths, steps).t() * rows + torch.arange(rows)).reshape(-1)
+    flat_reverse = _time_major_reverse_index(lengths, steps) if rnn.bidirectional and padding else None
     h = x.transpose(0, 1).contiguous()
     for layer in range(rnn.num_layers):
         forward = _time_major_direction(rnn, h, layer, "")
@@ -282,6 +279,13 @@ def time_major_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) 
         backward = _time_major_direction(rnn, _reversed_time_major(h, flat_reverse), layer, "_reverse")
         h = torch.cat([forward, _reversed_time_major(backward, flat_reverse)], dim=-1)
     return h
+
+
+def _time_major_reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """Row ``t * rows + b`` of a flattened time-major ``(T, B)`` grid reads row ``b``'s step
+    ``reverse_index[b, t]``: :func:`reverse_index` for time-major rows."""
+    rows = lengths.shape[0]
+    return (reverse_index(lengths, steps).t() * rows + torch.arange(rows)).reshape(-1)
 
 
 def _reversed_time_major(h: torch.Tensor, flat_reverse: torch.Tensor | None) -> torch.Tensor:
@@ -325,9 +329,7 @@ def length_groups(lengths: torch.Tensor, costs: GroupCosts = WORD_GROUP_COSTS) -
     ``best[k][j]``, the cheapest way to run the ``j`` shortest lengths in ``k`` groups.
     """
     sizes = lengths.detach().cpu().numpy()
-    # A split costs at least one more group and still runs the longest row: it can only pay
-    # when longest * (rows - 1) > group_cost. Tagging a few short sequences stops here.
-    if len(sizes) < 2 or int(sizes.max()) * (len(sizes) - 1) <= costs.group_cost:
+    if len(sizes) < 2 or _one_block_is_cheapest(sizes, costs):
         return None
     order = np.argsort(sizes, kind="stable")
     ordered = sizes[order]
@@ -361,6 +363,19 @@ def length_groups(lengths: torch.Tensor, costs: GroupCosts = WORD_GROUP_COSTS) -
     cuts = [int(rows_before[j]) for j in reversed(bounds)]
     order_t = torch.from_numpy(order)
     return [order_t[start:end] for start, end in zip(cuts[:-1], cuts[1:])]
+
+
+def _one_block_is_cheapest(sizes: np.ndarray, costs: GroupCosts) -> bool:
+    """Whether no split can beat one padded block, by a lower bound on any split's cost: every
+    row's own length, one step cost for the longest row's group and one for another group
+    (whose longest is at least the shortest row), and one group more. Exact (never skips a
+    cheaper split; on a tie the search keeps one block too), and most tagging batches and
+    character tables stop here: the search took 70-80 us a call, three calls of a 3.2 ms
+    GROBID date pass at batch 32."""
+    longest, shortest = int(sizes.max()), int(sizes.min())
+    one_block = longest * (len(sizes) + costs.step_cost_in_rows)
+    split_at_least = int(sizes.sum()) + costs.step_cost_in_rows * (longest + shortest) + costs.group_cost
+    return one_block <= split_at_least
 
 
 def _grouped_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor, groups: list[torch.Tensor]) -> torch.Tensor:
@@ -427,6 +442,8 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
 
 
 def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    if rnn.num_layers == 1 and lengths.device.type == "cpu" and packed_lstm.applies(rnn, x):
+        return _time_major_final_states(rnn, x, lengths)
     out = padded_rnn(rnn, x, lengths)
     hidden = rnn.hidden_size
     last = (lengths.to(out.device) - 1).clamp(min=0)
@@ -434,3 +451,23 @@ def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> to
     if not rnn.bidirectional:
         return forward_final
     return torch.cat([forward_final, out[:, 0, hidden:]], dim=-1)
+
+
+def _time_major_final_states(rnn: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """:func:`_final_states` of a one-layer LSTM at CPU inference, run time-major as oneDNN
+    reads and writes it (see :func:`time_major_outputs`).
+
+    Only each row's last real step is read from either direction: the forward one there has
+    read the row, and so has the backward one, which reads the row reversed within its length.
+    The batch-first path reversed the backward outputs back, concatenated both directions and
+    gathered from the result, and transposed every direction's input and output; a character
+    table of one CoNLL-2003 sentence (12 tokens) took 173 instead of 300 us, GROBID date's test
+    file (79 tokens) 460-520 instead of 540-700 us."""
+    rows, steps = x.shape[:2]
+    h = x.transpose(0, 1).contiguous()
+    last_step, row = lengths - 1, torch.arange(rows)
+    finals = [_time_major_direction(rnn, h, 0, "")[last_step, row]]
+    if rnn.bidirectional:
+        flat_reverse = _time_major_reverse_index(lengths, steps) if int(lengths.min()) < steps else None
+        finals.append(_time_major_direction(rnn, _reversed_time_major(h, flat_reverse), 0, "_reverse")[last_step, row])
+    return torch.cat(finals, dim=-1)
