@@ -230,13 +230,15 @@ def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> No
 
 
 @needs_packing
+@pytest.mark.parametrize("one_call", [True, False])
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("lengths", [[4, 4, 4], [9, 1, 4, 7, 2, 9, 3, 3, 5, 8, 6, 1, 2, 2, 4, 7, 9, 1, 5]])
 def test_final_states_at_inference_run_time_major_and_equal_the_packed_ones(
-    monkeypatch: pytest.MonkeyPatch, bidirectional: bool, lengths: list[int]
+    monkeypatch: pytest.MonkeyPatch, one_call: bool, bidirectional: bool, lengths: list[int]
 ) -> None:
     """Character-encoder final states at CPU inference (no padding: a flip; unsorted padded
-    rows, 19 run as a bucket of 20): ``h_n`` of the packed LSTM, each direction's."""
+    rows, 19 run as a bucket of 20), both directions in one call (small tables) or two:
+    ``h_n`` of the packed LSTM, each direction's."""
     torch.manual_seed(3)
     rnn = nn.LSTM(6, 5, batch_first=True, bidirectional=bidirectional).eval()
     lengths_t = torch.tensor(lengths)
@@ -244,8 +246,53 @@ def test_final_states_at_inference_run_time_major_and_equal_the_packed_ones(
     taken: list[int] = []
     real = padded_rnn._time_major_final_states
     monkeypatch.setattr(padded_rnn, "_time_major_final_states", lambda *a: taken.append(1) or real(*a))
+    monkeypatch.setattr(padded_rnn, "BOTH_DIRECTIONS_MAX_WORK", 10**9 if one_call else 0)
+    joint: list[int] = []
+    both = packed_lstm.both_directions_time_major
+    monkeypatch.setattr(packed_lstm, "both_directions_time_major", lambda *a: joint.append(1) or both(*a))
     with torch.inference_mode():
         got = padded_rnn.final_states(rnn, x, lengths_t)
         _, (h_n, _) = rnn(nn.utils.rnn.pack_padded_sequence(x, lengths_t, batch_first=True, enforce_sorted=False))
     assert taken == [1]
+    assert joint == ([1] if one_call and bidirectional else [])
     assert torch.allclose(got, torch.cat(list(h_n), dim=-1), atol=1e-6, rtol=0)
+
+
+@needs_packing
+@pytest.mark.parametrize("steps, rows", [(1, 1), (7, 3), (5, 20)])
+def test_both_directions_in_one_call_equal_each_direction_alone(steps: int, rows: int) -> None:
+    """Block-diagonal weights: the doubled LSTM's halves are the two directions' own outputs
+    (input and hidden sizes differ, so a misplaced block would show)."""
+    rnn = _lstm(input_size=7, hidden=5)
+    generator = torch.Generator().manual_seed(steps * rows)
+    forward_in, backward_in = (torch.randn(steps, rows, 7, generator=generator) for _ in range(2))
+    with torch.inference_mode():
+        both = packed_lstm.both_directions_time_major(rnn, torch.cat([forward_in, backward_in], dim=-1), 0)
+        forward = packed_lstm.time_major_direction(rnn, forward_in, 0, "")
+        backward = packed_lstm.time_major_direction(rnn, backward_in, 0, "_reverse")
+    assert both.shape == (steps, rows, 10)
+    assert torch.allclose(both[..., :5], forward, atol=1e-6, rtol=0)
+    assert torch.allclose(both[..., 5:], backward, atol=1e-6, rtol=0)
+
+
+@needs_packing
+def test_the_joint_weights_are_made_once_then_again_when_either_direction_changes() -> None:
+    rnn = _lstm(input_size=4, hidden=3)
+    x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(4))
+
+    def expected() -> torch.Tensor:
+        return torch.cat([packed_lstm.time_major_direction(rnn, x[..., :4], 0, ""),
+                          packed_lstm.time_major_direction(rnn, x[..., 4:], 0, "_reverse")], dim=-1)
+
+    with torch.inference_mode():
+        first = packed_lstm.both_directions_time_major(rnn, x, 0)
+        entry = packed_lstm._packed[rnn][(0, "both")]
+        assert torch.equal(packed_lstm.both_directions_time_major(rnn, x, 0), first)
+        assert packed_lstm._packed[rnn][(0, "both")] is entry
+    with torch.no_grad():
+        rnn.weight_hh_l0_reverse.mul_(-1.0)  # the backward direction only, in place
+    with torch.inference_mode():
+        changed = packed_lstm.both_directions_time_major(rnn, x, 0)
+        assert packed_lstm._packed[rnn][(0, "both")] is not entry
+        assert torch.allclose(changed, expected(), atol=1e-6, rtol=0)
+        assert not torch.allclose(changed[..., 3:], first[..., 3:], atol=1e-4)

@@ -461,6 +461,28 @@ def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> to
     return torch.cat([forward_final, out[:, 0, hidden:]], dim=-1)
 
 
+BOTH_DIRECTIONS_MAX_WORK = 450_000
+"""Largest ``rows * steps * hidden * (inputs + hidden)`` (a direction's multiply-adds over 4) for
+which :func:`_time_major_final_states` runs both directions as one oneDNN call
+(:func:`packed_lstm.both_directions_time_major`): one call's fixed cost and a gather saved, the
+other direction's arithmetic done again. Character BiLSTM 25 -> 2 x 25, final states, two calls /
+one call (one thread, the median of 9 x 200): 4, 8, 16 and 32 rows of 8 characters 1.33, 1.39,
+1.18 and 1.19; 32 x 10 (400k) 1.13, 48 x 10 (600k) 1.02, 64 x 10 1.01, 80 x 11 (1.1M) 0.97.
+The word BiLSTM's outputs keep two calls: one sequence of 150 -> 2 x 100 gained 10 % at 2-4
+tokens and lost from 8 on (0.98 at 8, 0.90 at 14), and its outputs must be split again."""
+
+
+def _both_directions(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tensor | None) -> torch.Tensor | None:
+    """``(T, B, 2H)``: both directions of a one-layer bidirectional LSTM over time-major ``h`` as
+    one call, the backward one in the order it read (as :func:`_time_major_directions`), where
+    ``BOTH_DIRECTIONS_MAX_WORK`` says that is cheaper; else None."""
+    steps, rows, inputs = h.shape
+    if not rnn.bidirectional or rows * steps * rnn.hidden_size * (inputs + rnn.hidden_size) > BOTH_DIRECTIONS_MAX_WORK:
+        return None
+    side_by_side = torch.cat([h, _reversed_time_major(h, flat_reverse)], dim=-1)
+    return _in_row_buckets(lambda part: packed_lstm.both_directions_time_major(rnn, part, 0), side_by_side, row_dim=1)
+
+
 def _time_major_final_states(rnn: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """:func:`_final_states` of a one-layer LSTM at CPU inference, run time-major as oneDNN
     reads and writes it (see :func:`time_major_outputs`).
@@ -470,9 +492,14 @@ def _time_major_final_states(rnn: nn.LSTM, x: torch.Tensor, lengths: torch.Tenso
     The batch-first path reversed the backward outputs back, concatenated both directions and
     gathered from the result, and transposed every direction's input and output; a character
     table of one CoNLL-2003 sentence (12 tokens) took 173 instead of 300 us, GROBID date's test
-    file (79 tokens) 460-520 instead of 540-700 us."""
+    file (79 tokens) 460-520 instead of 540-700 us. Small tables (one-sequence calls) run both
+    directions as one call (:func:`_both_directions`), whose output rows hold both final states."""
     rows, steps = x.shape[:2]
     flat_reverse = _time_major_reverse_index(lengths, steps) if rnn.bidirectional and int(lengths.min()) < steps else None
-    directions = _time_major_directions(rnn, x.transpose(0, 1).contiguous(), 0, flat_reverse)
-    last_step, row = lengths - 1, torch.arange(rows)
-    return torch.cat([out[last_step, row] for out in directions if out is not None], dim=-1)
+    h = x.transpose(0, 1).contiguous()
+    last = (lengths - 1) * rows + torch.arange(rows)  # row of each sequence's last step in (T * B, ...)
+    both = _both_directions(rnn, h, flat_reverse)
+    if both is not None:  # the two final states side by side already
+        return select_rows(both.reshape(steps * rows, -1), last)
+    directions = _time_major_directions(rnn, h, 0, flat_reverse)
+    return torch.cat([select_rows(out.reshape(steps * rows, -1), last) for out in directions if out is not None], dim=-1)
