@@ -1,4 +1,5 @@
-"""The side-by-side benchmark's own logic: data conversion, splits, ratios, FLOP counting.
+"""The side-by-side benchmark's own logic: data conversion, splits, ratios, FLOP counting,
+the tagging anatomy's accounting.
 
 Timings are never asserted here; these check that both systems get the same data and that
 the table compares what it says it compares.
@@ -24,6 +25,7 @@ import bench_table  # noqa: E402
 import bench_vs_delft  # noqa: E402
 import flops  # noqa: E402
 import runner_common  # noqa: E402
+import tagging_anatomy  # noqa: E402
 
 
 def test_iob1_to_iob2_opens_entities_with_b():
@@ -369,3 +371,56 @@ def test_a_failed_round_leaves_that_set_up_unpaired_and_every_other_round_kept(t
     row = {r["metric"]: r for r in bench_table.build_rows([job], [], [out])}["tag tok/s, batch 32"]
     # Two DeLFT rounds against three of textorch's: no pairs, the medians' ratio (600 / 200).
     assert "ratio_rounds" not in row and row["ratio"] == pytest.approx(3.0)
+
+
+def test_the_kernel_clock_times_the_calls_inside_and_puts_the_functions_back():
+    from textorch.models import cpu_linear, packed_lstm, padded_rnn
+
+    originals = (packed_lstm._run, cpu_linear.linear)
+    torch.manual_seed(0)
+    lstm = nn.LSTM(6, 5, batch_first=True, bidirectional=True).eval()
+    x = torch.randn(3, 7, 6)
+    with tagging_anatomy.KernelClock() as clock, torch.inference_mode():
+        assert packed_lstm._run is not originals[0]
+        outputs = padded_rnn.time_major_outputs(lstm, x, torch.tensor([7, 5, 2]))
+        cpu_linear.linear(torch.randn(4, 6), torch.randn(3, 6), None, "tanh")
+    assert (packed_lstm._run, cpu_linear.linear) == originals
+    if outputs is not None:  # the pre-reordered path ran (this torch has its operators)
+        assert clock.seconds["lstm"] > 0
+    assert clock.seconds["dense"] > 0
+
+
+def _suite_rows(tmp_path):
+    rows = [{"job": "date-BidLSTM_CRF", "metric": "tag tok/s, batch 32", "ratio": 2.5},
+            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, batch 256", "ratio": 2.0},
+            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, one-sequence calls", "ratio": 1.5},
+            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, one-sequence calls, tokens seen before", "ratio": 3.3},
+            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, batch 32 (ONNX engine)", "ratio": 9.0},
+            {"job": "conll-BidLSTM_CRF", "metric": "tag tok/s, batch 32", "ratio": 6.0}]
+    path = tmp_path / "suite.json"
+    path.write_text(__import__("json").dumps({"rows": rows}))
+    return path
+
+
+def test_anatomy_reads_the_suites_ratios_of_its_job_and_default_engine_only(tmp_path):
+    ratios = tagging_anatomy.suite_ratios(_suite_rows(tmp_path), "date-BidLSTM_CRF")
+    assert ratios == {"batch32": 2.5, "batch256": 2.0, "cold": 1.5, "warm": 3.3}
+    assert tagging_anatomy.suite_ratios(None, None) == {}
+    with pytest.raises(SystemExit, match="no tagging ratios"):
+        tagging_anatomy.suite_ratios(_suite_rows(tmp_path), "name-header-BidLSTM_CRF")
+
+
+def test_anatomy_rows_say_what_share_a_target_leaves_and_what_the_rest_must_gain():
+    timing = {"total_s": 0.004, "lstm_s": 0.0015, "dense_s": 0.0005, "kernels_share": 0.5}
+    row = tagging_anatomy.row_for("batch 32", 244, timing, 550, 1, 2.5, 5.0)
+    assert row["ms_per_call"] == pytest.approx(4.0) and row["rest_ms"] == pytest.approx(2.0)
+    assert row["allowed_share"] == pytest.approx(0.5)
+    assert row["rest_must_speed_up"] is None  # the kernels alone fill the target's time
+    stream = tagging_anatomy.row_for("one-sequence calls", 1300, {**timing, "kernels_share": 0.3}, 24000, 100, 2.0, 3.0)
+    assert stream["tokens_per_call"] == 13.0 and stream["operators_per_call"] == 240
+    assert stream["ms_per_call"] == pytest.approx(0.04)
+    # 2/3 of today's time allowed, 0.3 of it kernels: the rest (0.7) must fit in 0.3667
+    assert stream["rest_must_speed_up"] == pytest.approx(0.7 / (2 / 3 - 0.3))
+    met = tagging_anatomy.row_for("batch 256", 244, timing, 550, 1, 7.0, 5.0)
+    assert met["allowed_share"] == 1.0 and met["rest_must_speed_up"] == pytest.approx(1.0)
+    assert "target" not in tagging_anatomy.row_for("batch 1", 244, timing, 550, 1, None, 5.0)
