@@ -40,6 +40,7 @@ from common import machine, print_table, write_json  # noqa: E402
 
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
 from textorch.models import cpu_linear, packed_lstm  # noqa: E402
 
 TARGETS = {"batch": 5.0, "stream": 3.0}
@@ -166,6 +167,7 @@ def main() -> None:
     parser.add_argument("--job", default=None, help="its job key, e.g. date-BidLSTM_CRF")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as textorch's command line and the suite's runner: no page faults of freed memory
     ratios = suite_ratios(args.suite_json, args.job)
 
     labeler = SequenceLabeler.load(args.model, cache_dir=args.cache_dir)
