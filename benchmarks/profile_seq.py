@@ -28,6 +28,7 @@ from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
 from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
 
 
 def build(train_file: str, limit: int, cache_dir: str | None):
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--cache-dir", default=None)
     args = parser.parse_args()
+    keep_freed_memory()  # as textorch's command line: freed memory is not faulted in again, as operator time
     if args.threads:
         torch.set_num_threads(args.threads)
     source = "conll2003/eng.testb" if args.mode == "tag" else "conll2003/eng.train"
