@@ -23,7 +23,7 @@ F1_CHANGE = [("textorch_onnx_int8", "int8 (ONNX)"), ("textorch_bf16", "bf16")]
 F1_TOLERANCE = 0.003  # the issue: not below DeLFT's by more than 0.3 points
 
 
-def _target(job: dict, metric: str) -> float | None:
+def issue_target(job: dict, metric: str) -> float | None:
     """The issue's ratio targets (textorch / DeLFT) for a metric of a job, None when it sets none."""
     bert = job["architecture"].startswith("BERT")
     if metric == "train" and job["task"] == "conll" and not bert:
@@ -81,7 +81,7 @@ def _row(job: dict, metric: str, label: str, t: float | None, d: float | None, h
          ratio: float | None = None) -> dict:
     if ratio is None:
         ratio = t / d if t is not None and d else None
-    target = _target(job, metric)
+    target = issue_target(job, metric)
     if not higher and metric in ("peak_rss", "load"):
         target = 1.0
     met = None

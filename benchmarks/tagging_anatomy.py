@@ -5,8 +5,8 @@
 
 For a saved model on the CPU (PyTorch engine, fp32, with confidences, as the suite's default
 rows): the time of a whole tagging pass over the test file at each batch size, and of one call in
-a stream of one-sequence calls (cold: character vectors emptied before the stream, as the suite
-times it; warm: every token seen before), each the median of ``--repeats`` passes. Within the
+a stream of one-sequence calls (new tokens: character vectors emptied before the stream, as the
+suite times it; and tokens seen before), each the median of ``--repeats`` passes. Within the
 same passes, the time spent inside the calls that do the arithmetic: oneDNN's recurrent layer
 (``packed_lstm._run``: the word and character BiLSTMs) and the dense layers
 (``cpu_linear.linear``), timed by wrapping those two functions (a clock read around each call);
@@ -19,7 +19,9 @@ Why: the speed issue's targets are ratios to DeLFT's time on the same data. With
 of the call's time a target leaves (the suite's ratio textorch / DeLFT over the target ratio)
 and how many times faster everything but the kernels would have to run to meet it, the kernels
 unchanged: where the kernels alone take more than that share, nothing outside them can meet
-the target. Writes ``results/anatomy-<model dir name>.json``.
+the target. The suite's rows and the issue's targets are read through ``bench_table`` (its
+labels, ``issue_target``), so the two cannot drift apart. Writes
+``results/anatomy-<model dir name>.json``.
 """
 
 from __future__ import annotations
@@ -36,16 +38,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_table  # noqa: E402
 from common import machine, print_table, write_json  # noqa: E402
 
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.labeler import SequenceLabeler  # noqa: E402
 from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
 from textorch.models import cpu_linear, packed_lstm  # noqa: E402
-
-TARGETS = {"batch": 5.0, "stream": 3.0}
-"""The issue's targets: tagging at batch 32 and 256 >= 5x DeLFT, one-sequence calls >= 3x."""
-
 
 class KernelClock:
     """Time spent inside the recurrent and dense kernels' calls, by wrapping the two functions
@@ -101,31 +100,30 @@ def operator_calls(work: Callable[[], None]) -> int:
     return sum(event.count for event in profiler.key_averages())
 
 
-SUITE_METRICS = {"batch": "tag tok/s, batch {}", "cold": "tag tok/s, one-sequence calls",
-                 "warm": "tag tok/s, one-sequence calls, tokens seen before"}
-"""The suite's row for each setting here (its ratio textorch / DeLFT, paired rounds)."""
+TAGGING_KEYS = {label: key for key, label in bench_table.TAGGING}
+"""The suite's tagging rows (textorch's default set-up) by label, to their keys: ``batch32``,
+``stream`` (one-sequence calls, new tokens), ``stream_seen`` (tokens seen before), ..."""
 
 
-def suite_ratios(suite_json: Path | None, job: str | None) -> dict[str, float]:
-    """textorch / DeLFT per setting key (``batch32``, ``cold``, ``warm``) in a suite's JSON."""
-    if suite_json is None or job is None:
-        return {}
-    ratios = {}
-    for row in json.loads(suite_json.read_text(encoding="utf-8"))["rows"]:
-        if row["job"] != job or row.get("ratio") is None:
-            continue
-        for key, metric in SUITE_METRICS.items():
-            if key == "batch" and row["metric"].startswith("tag tok/s, batch ") and row["metric"][17:].isdigit():
-                ratios[f"batch{row['metric'][17:]}"] = row["ratio"]
-            elif key != "batch" and row["metric"] == metric:
-                ratios[key] = row["ratio"]
-    if not ratios:
-        raise SystemExit(f"{suite_json}: no tagging ratios for job {job!r}")
-    return ratios
+def read_suite(path: Path, job_key: str) -> tuple[dict[str, float], dict]:
+    """textorch / DeLFT of ``job_key``'s tagging rows in a ``bench_vs_delft.py`` result, by key
+    (:data:`TAGGING_KEYS`), and the job (task, architecture) that the issue's targets depend on."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        rows, runs = payload["rows"], payload["train_runs"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(f"{path}: not a readable bench_vs_delft.py result ({error})") from None
+    ratios = {TAGGING_KEYS[row["metric"]]: row["ratio"] for row in rows
+              if row.get("job") == job_key and row.get("metric") in TAGGING_KEYS and row.get("ratio") is not None}
+    job = next((run for run in runs if run.get("key") == job_key), None)
+    if not ratios or job is None:
+        known = sorted({run.get("key") for run in runs} - {None})
+        raise SystemExit(f"{path}: no tagging ratios for job {job_key!r} (jobs there: {', '.join(known) or 'none'})")
+    return ratios, job
 
 
 def row_for(name: str, tokens: int, timing: dict[str, float], operators: int, calls_per_pass: int,
-            suite_ratio: float | None, target: float) -> dict:
+            suite_ratio: float | None, target: float | None) -> dict:
     """One table row, times per call (``calls_per_pass`` calls in a pass) in milliseconds.
 
     The suite's ratio says what share of today's call time a target allows (ratio / target: the
@@ -143,7 +141,7 @@ def row_for(name: str, tokens: int, timing: dict[str, float], operators: int, ca
         "kernels_share": share,
         "operators_per_call": round(operators / calls_per_pass),
     }
-    if suite_ratio is not None:
+    if suite_ratio is not None and target is not None:
         allowed = min(suite_ratio / target, 1.0)
         rest_allowed = allowed - share
         row.update({
@@ -166,9 +164,11 @@ def main() -> None:
     parser.add_argument("--suite-json", type=Path, default=None, help="a bench_vs_delft.py result: its ratios to DeLFT")
     parser.add_argument("--job", default=None, help="its job key, e.g. date-BidLSTM_CRF")
     args = parser.parse_args()
+    if (args.suite_json is None) != (args.job is None):
+        parser.error("--suite-json and --job go together")
+    ratios, job = read_suite(args.suite_json, args.job) if args.job else ({}, None)
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as textorch's command line and the suite's runner: no page faults of freed memory
-    ratios = suite_ratios(args.suite_json, args.job)
 
     labeler = SequenceLabeler.load(args.model, cache_dir=args.cache_dir)
     labeler.preload_crf_decoder()  # as the suite and the server do
@@ -191,21 +191,24 @@ def main() -> None:
                 labeler.predict([sequence], batch_size=1)
         return work
 
-    runs = [(f"batch {b}", f"batch{b}", sum(len(s.tokens) for s in sequences), tag_file(b), 1, TARGETS["batch"])
-            for b in args.batch_sizes]
+    file_tokens = sum(len(s.tokens) for s in sequences)
+    runs = [(f"batch {b}", f"batch{b}", file_tokens, tag_file(b), 1) for b in args.batch_sizes]
     if stream:
         stream_tokens = sum(len(s.tokens) for s in stream)
-        runs += [(f"one-sequence calls, {key}", key, stream_tokens, tag_stream(key == "cold"), len(stream),
-                  TARGETS["stream"]) for key in ("cold", "warm")]
+        runs += [("one-sequence calls, new tokens", "stream", stream_tokens, tag_stream(cold=True), len(stream)),
+                 ("one-sequence calls, tokens seen before", "stream_seen", stream_tokens, tag_stream(cold=False),
+                  len(stream))]
     rows = []
-    for name, key, tokens, work, calls, target in runs:
+    for name, key, tokens, work, calls in runs:
+        # Tokens seen before are held to the one-sequence target too (the issue sets none apart).
+        target = bench_table.issue_target(job, "stream" if key == "stream_seen" else key) if job else None
         rows.append(row_for(name, tokens, timed_passes(work, args.repeats), operator_calls(work), calls,
                             ratios.get(key), target))
     columns = ["setting", "tokens_per_call", "ms_per_call", "lstm_kernels_ms", "dense_kernels_ms", "rest_ms",
                "kernels_share", "operators_per_call"]
     if ratios:
         columns += ["suite_ratio", "target", "allowed_share", "rest_must_speed_up"]
-    shown = [{**row, "rest_must_speed_up": "kernels alone exceed it"} if "suite_ratio" in row
+    shown = [{**row, "rest_must_speed_up": "kernels alone exceed it"} if "allowed_share" in row
              and row["rest_must_speed_up"] is None else row for row in rows]
     print_table(shown, columns)
     name = Path(args.model).resolve().name

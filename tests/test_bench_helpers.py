@@ -397,17 +397,33 @@ def _suite_rows(tmp_path):
             {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, one-sequence calls, tokens seen before", "ratio": 3.3},
             {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, batch 32 (ONNX engine)", "ratio": 9.0},
             {"job": "conll-BidLSTM_CRF", "metric": "tag tok/s, batch 32", "ratio": 6.0}]
+    runs = [{"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF", "system": "textorch"},
+            {"key": "conll-BidLSTM_CRF", "task": "conll", "architecture": "BidLSTM_CRF", "system": "textorch"}]
     path = tmp_path / "suite.json"
-    path.write_text(__import__("json").dumps({"rows": rows}))
+    path.write_text(__import__("json").dumps({"rows": rows, "train_runs": runs}))
     return path
 
 
 def test_anatomy_reads_the_suites_ratios_of_its_job_and_default_engine_only(tmp_path):
-    ratios = tagging_anatomy.suite_ratios(_suite_rows(tmp_path), "date-BidLSTM_CRF")
-    assert ratios == {"batch32": 2.5, "batch256": 2.0, "cold": 1.5, "warm": 3.3}
-    assert tagging_anatomy.suite_ratios(None, None) == {}
-    with pytest.raises(SystemExit, match="no tagging ratios"):
-        tagging_anatomy.suite_ratios(_suite_rows(tmp_path), "name-header-BidLSTM_CRF")
+    ratios, job = tagging_anatomy.read_suite(_suite_rows(tmp_path), "date-BidLSTM_CRF")
+    assert ratios == {"batch32": 2.5, "batch256": 2.0, "stream": 1.5, "stream_seen": 3.3}
+    assert bench_table.issue_target(job, "batch32") == 5.0 and bench_table.issue_target(job, "stream") == 3.0
+    with pytest.raises(SystemExit, match="no tagging ratios.*jobs there: conll-BidLSTM_CRF, date-BidLSTM_CRF"):
+        tagging_anatomy.read_suite(_suite_rows(tmp_path), "name-header-BidLSTM_CRF")
+
+
+def test_anatomy_names_a_suite_file_it_cannot_read(tmp_path, monkeypatch):
+    missing = tmp_path / "nowhere.json"
+    with pytest.raises(SystemExit, match="nowhere.json: not a readable bench_vs_delft.py result"):
+        tagging_anatomy.read_suite(missing, "date-BidLSTM_CRF")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"rows": [')
+    with pytest.raises(SystemExit, match="broken.json: not a readable"):
+        tagging_anatomy.read_suite(broken, "date-BidLSTM_CRF")
+    monkeypatch.setattr(sys, "argv", ["tagging_anatomy.py", "--model", "m", "--test", "t", "--job", "date-BidLSTM_CRF"])
+    with pytest.raises(SystemExit) as exited:  # --job without --suite-json: a usage error before any loading
+        tagging_anatomy.main()
+    assert exited.value.code == 2
 
 
 def test_anatomy_rows_say_what_share_a_target_leaves_and_what_the_rest_must_gain():
@@ -424,3 +440,4 @@ def test_anatomy_rows_say_what_share_a_target_leaves_and_what_the_rest_must_gain
     met = tagging_anatomy.row_for("batch 256", 244, timing, 550, 1, 7.0, 5.0)
     assert met["allowed_share"] == 1.0 and met["rest_must_speed_up"] == pytest.approx(1.0)
     assert "target" not in tagging_anatomy.row_for("batch 1", 244, timing, 550, 1, None, 5.0)
+    assert "target" not in tagging_anatomy.row_for("batch 1", 244, timing, 550, 1, 3.0, None)  # no target set
