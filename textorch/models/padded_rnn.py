@@ -293,7 +293,8 @@ def _time_major_reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor
     """Row ``t * rows + b`` of a flattened time-major ``(T, B)`` grid reads row ``b``'s step
     ``reverse_index[b, t]``: :func:`reverse_index` for time-major rows, whose ``lengths`` are on
     the CPU. Built in NumPy: 11 against 27 us in PyTorch for a one-sentence character table,
-    where each small operator costs more than its arithmetic."""
+    where each small operator costs more than its arithmetic. :func:`reverse_index` itself stays
+    in PyTorch: the ONNX export traces it into the graph, and training builds it on the device."""
     n = lengths.numpy()
     t = np.arange(steps)[:, None]
     return torch.from_numpy((np.where(t < n, n - 1 - t, t) * len(n) + np.arange(len(n))).reshape(-1))
