@@ -9,10 +9,14 @@ import pytest
 import torch
 from torch import nn
 
+from textorch.inference_precision import cpu_has_native_bf16
 from textorch.models import packed_lstm, padded_rnn
 from textorch.models.packed_lstm import applies, lstm_direction, packed_lstm_available
 
 needs_packing = pytest.mark.skipif(not packed_lstm_available(), reason="this torch build cannot pre-reorder LSTM weights")
+needs_bf16_packing = pytest.mark.skipif(
+    not (cpu_has_native_bf16() and packed_lstm_available(torch.bfloat16)),
+    reason="this CPU has no native bfloat16, or this torch cannot pre-reorder bfloat16 LSTM weights")
 
 
 def _lstm(input_size: int = 6, hidden: int = 5, layers: int = 1, seed: int = 0) -> nn.LSTM:
@@ -31,9 +35,9 @@ def _spy_reorders(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     made: list[int] = []
     real = packed_lstm._Packed.of.__func__
 
-    def spy(cls, sources, hidden_size):
+    def spy(cls, sources, hidden_size, dtype=torch.float32):
         made.append(1)
-        return real(cls, sources, hidden_size)
+        return real(cls, sources, hidden_size, dtype)
 
     monkeypatch.setattr(packed_lstm._Packed, "of", classmethod(spy))
     return made
@@ -133,7 +137,7 @@ def test_the_ordinary_path_wherever_packing_does_not_apply() -> None:
         assert applies(rnn, x)
         assert not applies(rnn, x.double())
         assert not applies(rnn, x[:, :0])
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.float16):
             assert not applies(rnn, x)
         assert not applies(nn.GRU(6, 5, batch_first=True).eval(), x)
         assert not applies(nn.LSTM(6, 5, batch_first=True, bias=False).eval(), x)
@@ -153,8 +157,12 @@ def test_the_probe_answers_under_inference_mode_and_without_the_operators(monkey
         random_state = torch.get_rng_state()
         with torch.inference_mode():
             found = packed_lstm_available()
+            with torch.autocast("cpu", dtype=torch.bfloat16):  # --precision bf16's first call asks under autocast
+                found_bf16 = packed_lstm_available(torch.bfloat16)
         assert torch.equal(torch.get_rng_state(), random_state)  # training's random draws stay the same
         assert found == (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_mkldnn_rnn_layer_weight"))
+        if cpu_has_native_bf16():
+            assert found_bf16 == found
 
         class NoOps:
             def __getattr__(self, name: str):
@@ -163,6 +171,7 @@ def test_the_probe_answers_under_inference_mode_and_without_the_operators(monkey
         packed_lstm.packed_lstm_available.cache_clear()
         monkeypatch.setattr(torch.ops, "mkldnn", NoOps())
         assert packed_lstm_available() is False
+        assert packed_lstm_available(torch.bfloat16) is False
         rnn = _lstm()
         with torch.inference_mode():
             assert not applies(rnn, torch.randn(1, 2, 6))
@@ -224,7 +233,7 @@ def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> No
     with torch.inference_mode():
         assert padded_rnn.time_major_outputs(gru, x, lengths) is None
         assert padded_rnn.time_major_outputs(_lstm(), x, torch.tensor([10, 1, 1, 1])) is None
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.float16):
             assert padded_rnn.time_major_outputs(_lstm(), x, lengths) is None
     assert padded_rnn.time_major_outputs(_lstm().train(), x, lengths) is None
 
@@ -286,13 +295,87 @@ def test_the_joint_weights_are_made_once_then_again_when_either_direction_change
 
     with torch.inference_mode():
         first = packed_lstm.both_directions_time_major(rnn, x, 0)
-        entry = packed_lstm._packed[rnn][(0, "both")]
+        entry = packed_lstm._packed[rnn][(0, "both", torch.float32)]
         assert torch.equal(packed_lstm.both_directions_time_major(rnn, x, 0), first)
-        assert packed_lstm._packed[rnn][(0, "both")] is entry
+        assert packed_lstm._packed[rnn][(0, "both", torch.float32)] is entry
     with torch.no_grad():
         rnn.weight_hh_l0_reverse.mul_(-1.0)  # the backward direction only, in place
     with torch.inference_mode():
         changed = packed_lstm.both_directions_time_major(rnn, x, 0)
-        assert packed_lstm._packed[rnn][(0, "both")] is not entry
+        assert packed_lstm._packed[rnn][(0, "both", torch.float32)] is not entry
         assert torch.allclose(changed, expected(), atol=1e-6, rtol=0)
         assert not torch.allclose(changed[..., 3:], first[..., 3:], atol=1e-4)
+
+
+BF16_TOLERANCE = 3e-2
+"""bfloat16 keeps 8 bits of mantissa: outputs of these small LSTMs (values within +-1) agree
+with float32 and with autocast's ``torch.lstm`` to a few thousandths; a misplaced weight or bias
+is off by tenths."""
+
+
+@needs_bf16_packing
+@pytest.mark.parametrize("suffix", ["", "_reverse"])
+def test_a_bf16_direction_equals_autocasts_torch_lstm(suffix: str) -> None:
+    rnn = _lstm(input_size=40, hidden=30)
+    x = torch.randn(9, 7, 40, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert packed_lstm.run_dtype(rnn, x) == torch.bfloat16
+        assert packed_lstm.run_dtype(rnn, x.bfloat16()) == torch.bfloat16
+        got = lstm_direction(rnn, x, 0, suffix)
+        expected = _direction_by_torch(rnn, x, 0, suffix)
+    with torch.inference_mode():
+        exact = _direction_by_torch(rnn, x, 0, suffix)
+    assert got.dtype == torch.bfloat16 and got.shape == (9, 7, 30)
+    assert torch.allclose(got.float(), expected.float(), atol=BF16_TOLERANCE, rtol=0)
+    assert torch.allclose(got.float(), exact, atol=BF16_TOLERANCE, rtol=0)
+
+
+@needs_bf16_packing
+def test_bf16_and_fp32_weights_are_kept_side_by_side_and_remade_after_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _spy_reorders(monkeypatch)
+    rnn = _lstm()
+    x = torch.randn(3, 5, 6, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm_direction(rnn, x, 0, "")
+        fp32 = lstm_direction(rnn, x, 0, "")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm_direction(rnn, x, 0, "")
+        assert torch.equal(lstm_direction(rnn, x, 0, ""), fp32)
+        assert len(made) == 2  # one layout per format, each made once
+        assert {key[-1] for key in packed_lstm._packed[rnn]} == {torch.float32, torch.bfloat16}
+        assert packed_lstm._packed[rnn][(0, "", torch.bfloat16)].weight_ih.dtype == torch.bfloat16
+        assert torch.allclose(fp32, _direction_by_torch(rnn, x, 0, ""), atol=1e-6, rtol=0)
+    with torch.no_grad():
+        rnn.weight_hh_l0.mul_(-1.0)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        changed = lstm_direction(rnn, x, 0, "")
+        expected = _direction_by_torch(rnn, x, 0, "")
+    assert len(made) == 3
+    assert torch.allclose(changed.float(), expected.float(), atol=BF16_TOLERANCE, rtol=0)
+
+
+def test_bf16_autocast_keeps_torch_lstm_where_the_cpu_would_emulate_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(packed_lstm, "cpu_has_native_bf16", lambda: False)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not applies(_lstm(), torch.randn(2, 3, 6))
+
+
+@needs_bf16_packing
+@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 9, 9, 9, 8, 8, 8, 8, 7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 4]])
+def test_time_major_outputs_under_bf16_autocast_equal_the_ordinary_ones(lengths: list[int]) -> None:
+    """The word BiLSTM of a ``--precision bf16`` tagging call: bfloat16 outputs, as autocast's
+    ``torch.lstm`` gives them on every real position, the input converted once."""
+    rnn = _lstm(input_size=12, hidden=8, seed=5)
+    x = torch.randn(len(lengths), 9, 12, generator=torch.Generator().manual_seed(len(lengths)))
+    lengths_t = torch.tensor(lengths)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        got = padded_rnn.time_major_outputs(rnn, x, lengths_t)
+        finals = padded_rnn._time_major_final_states(rnn, x, lengths_t)
+    with torch.inference_mode():
+        expected = padded_rnn.masked_padded_rnn(rnn, x, lengths_t)
+        expected_finals = padded_rnn.final_states(rnn, x, lengths_t)
+    assert got is not None and got.dtype == torch.bfloat16
+    for row, n in enumerate(lengths):
+        assert torch.allclose(got[:n, row].float(), expected[row, :n], atol=BF16_TOLERANCE, rtol=0)
+    assert torch.allclose(finals.float(), expected_finals, atol=BF16_TOLERANCE, rtol=0)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from textorch.inference_precision import cpu_has_native_bf16
+from textorch.models.graph_capture import being_captured
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def _onednn_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype | None:
         return None
     if x.device.type != "cpu" or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
         return None
-    if torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export():
+    if being_captured():
         return None
     if not onednn_linear_available():
         return None

@@ -10,8 +10,13 @@ graphs (the operators below are the ones it calls), so this module keeps them it
 module and direction, and lays them out again whenever a weight is replaced or changed
 (:func:`textorch.models.weight_state.weights_state`: in-place changes, optimizer steps).
 
-Only where nothing needs gradients, in float32 outside autocast, outside tracing and export:
-everywhere else (training, ``--precision bf16``, GRUs, ONNX export) ``torch.lstm`` runs as before.
+Only where nothing needs gradients, outside tracing and export, in float32 outside autocast or
+in bfloat16 under CPU bfloat16 autocast (``--precision bf16``) on a CPU that has it natively:
+there ``torch.lstm`` cast and reordered the weights on every call, and kept bfloat16 weights
+made the tagging calls 1.13-1.38x faster than fp32 instead of 0.93-1.11x (CoNLL-2003, GROBID
+name-header and date at batch 32 and 256, one thread, in one process, alternating), with the
+same labels as autocast's ``torch.lstm``. Everywhere else (training, GRUs, ONNX export)
+``torch.lstm`` runs as before.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from textorch.inference_precision import cpu_has_native_bf16
+from textorch.models.graph_capture import being_captured
 from textorch.models.weight_state import weights_state
 
 logger = logging.getLogger(__name__)
@@ -45,12 +52,13 @@ class _Packed:
     state: tuple | None  # weights_state(made_from); None: never reused
 
     @classmethod
-    def of(cls, sources: tuple[torch.Tensor, ...], hidden_size: int) -> "_Packed":
+    def of(cls, sources: tuple[torch.Tensor, ...], hidden_size: int, dtype: torch.dtype = torch.float32) -> "_Packed":
         weight_ih, weight_hh, bias_ih, bias_hh = (t.detach() for t in sources)
-        return cls._reordered(weight_ih, weight_hh, bias_ih, bias_hh, hidden_size, sources)
+        return cls._reordered(weight_ih, weight_hh, bias_ih, bias_hh, hidden_size, sources, dtype)
 
     @classmethod
-    def both_directions(cls, sources: tuple[torch.Tensor, ...], hidden_size: int) -> "_Packed":
+    def both_directions(cls, sources: tuple[torch.Tensor, ...], hidden_size: int,
+                        dtype: torch.dtype = torch.float32) -> "_Packed":
         """One LSTM of ``2 * hidden_size`` units that runs a bidirectional layer's two directions
         side by side (``sources``: the forward direction's four tensors, then the backward one's).
 
@@ -62,12 +70,16 @@ class _Packed:
         return cls._reordered(_block_diagonal_gates(forward[0], backward[0], hidden_size),
                               _block_diagonal_gates(forward[1], backward[1], hidden_size),
                               _side_by_side_gates(forward[2], backward[2], hidden_size),
-                              _side_by_side_gates(forward[3], backward[3], hidden_size), 2 * hidden_size, sources)
+                              _side_by_side_gates(forward[3], backward[3], hidden_size), 2 * hidden_size, sources,
+                              dtype)
 
     @classmethod
     def _reordered(cls, weight_ih: torch.Tensor, weight_hh: torch.Tensor, bias_ih: torch.Tensor, bias_hh: torch.Tensor,
-                   hidden_size: int, sources: tuple[torch.Tensor, ...]) -> "_Packed":
-        packed = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(weight_ih, weight_hh, hidden_size, False, True, False)
+                   hidden_size: int, sources: tuple[torch.Tensor, ...], dtype: torch.dtype) -> "_Packed":
+        """The weight matrices in ``dtype`` and oneDNN's layout; the biases stay float32, as
+        oneDNN's bfloat16 LSTM takes them (it adds them in float32)."""
+        packed = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(weight_ih.to(dtype), weight_hh.to(dtype), hidden_size,
+                                                                   False, True, False)
         return cls(packed[0], packed[1], bias_ih, bias_hh, sources, weights_state(sources))
 
     def still_valid(self, sources: tuple[torch.Tensor, ...]) -> bool:
@@ -97,8 +109,9 @@ _packed: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str], _Packed]]" = 
 
 
 @functools.cache
-def packed_lstm_available() -> bool:
-    """Whether this torch has the operators and they give ``torch.lstm``'s outputs.
+def packed_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether this torch has the operators and they give ``torch.lstm``'s outputs in ``dtype``
+    (float32: to 1e-5; bfloat16: to bfloat16's precision, against ``torch.lstm`` under autocast).
 
     Tried once on a tiny LSTM rather than assumed: the operators are internal to PyTorch, so a
     build without them (or with other signatures) must quietly keep ``torch.lstm``."""
@@ -113,30 +126,52 @@ def packed_lstm_available() -> bool:
             for parameter in lstm.parameters():
                 parameter.copy_(torch.randn(parameter.shape, generator=generator))
             x = torch.randn(2, 5, 3, generator=generator)
+            bf16 = dtype == torch.bfloat16
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                expected = lstm(x)[0].float()
             with torch.autocast("cpu", enabled=False):
-                expected = lstm(x)[0]
-                got = _run(_Packed.of(_sources(lstm, 0, ""), lstm.hidden_size), x, lstm.hidden_size)
-            return bool(torch.allclose(got, expected, atol=1e-5))
+                got = _run(_Packed.of(_sources(lstm, 0, ""), lstm.hidden_size, dtype), x, lstm.hidden_size)
+            return got.dtype == dtype and bool(torch.allclose(got.float(), expected, atol=2e-2 if bf16 else 1e-5))
     except (AttributeError, RuntimeError, TypeError) as error:
-        logger.debug("pre-reordered LSTM weights unavailable: %s", error)
+        logger.debug("pre-reordered %s LSTM weights unavailable: %s", dtype, error)
         return False
+
+
+def run_dtype(rnn: nn.RNNBase, x: torch.Tensor) -> torch.dtype | None:
+    """The number format :func:`lstm_direction` runs this call in (see the module docstring):
+    float32, bfloat16 under CPU bfloat16 autocast on a CPU with native bfloat16, or None where
+    it does not serve the call (``torch.lstm`` then runs)."""
+    if not isinstance(rnn, nn.LSTM) or rnn.proj_size or not rnn.bias or rnn.training:
+        return None
+    if rnn.weight_ih_l0.is_inference():  # made under inference mode: no change counters to trust
+        return None
+    if x.device.type != "cpu" or rnn.weight_ih_l0.dtype != torch.float32 or not x.numel():
+        return None
+    if torch.is_grad_enabled() and (x.requires_grad or rnn.weight_ih_l0.requires_grad):
+        return None
+    if torch.is_autocast_enabled("cpu"):
+        if torch.get_autocast_dtype("cpu") != torch.bfloat16 or x.dtype not in (torch.float32, torch.bfloat16):
+            return None
+        if not cpu_has_native_bf16():  # emulated bfloat16 runs slower than float32
+            return None
+        dtype = torch.bfloat16
+    elif x.dtype == torch.float32:
+        dtype = torch.float32
+    else:
+        return None
+    if being_captured():
+        return None
+    return dtype if packed_lstm_available(dtype) else None
 
 
 def applies(rnn: nn.RNNBase, x: torch.Tensor) -> bool:
-    """Whether :func:`lstm_direction` serves this call (see the module docstring)."""
-    if not isinstance(rnn, nn.LSTM) or rnn.proj_size or not rnn.bias or rnn.training:
-        return False
-    if rnn.weight_ih_l0.is_inference():  # made under inference mode: no change counters to trust
-        return False
-    if x.device.type != "cpu" or x.dtype != torch.float32 or rnn.weight_ih_l0.dtype != torch.float32 or not x.numel():
-        return False
-    if torch.is_grad_enabled() and (x.requires_grad or rnn.weight_ih_l0.requires_grad):
-        return False
-    if torch.is_autocast_enabled("cpu"):
-        return False
-    if torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export():
-        return False
-    return packed_lstm_available()
+    """Whether :func:`lstm_direction` serves this call (:func:`run_dtype`)."""
+    return run_dtype(rnn, x) is not None
+
+
+def call_dtype() -> torch.dtype:
+    """The format of a call that :func:`applies`: bfloat16 exactly when under autocast."""
+    return torch.bfloat16 if torch.is_autocast_enabled("cpu") else torch.float32
 
 
 def lstm_direction(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
@@ -168,14 +203,16 @@ def both_directions_time_major(rnn: nn.LSTM, x: torch.Tensor, layer: int) -> tor
 
 
 def _entry(rnn: nn.LSTM, key: tuple[int, str], sources: tuple[torch.Tensor, ...],
-           make: Callable[[tuple[torch.Tensor, ...], int], _Packed]) -> _Packed:
-    """The reordered weights kept under ``key`` for ``rnn``, made again where ``sources`` changed."""
+           make: Callable[[tuple[torch.Tensor, ...], int, torch.dtype], _Packed]) -> _Packed:
+    """The reordered weights kept under ``key`` for ``rnn`` in this call's format (float32 and
+    bfloat16 ones side by side), made again where ``sources`` changed."""
     entries = _packed.get(rnn)
     if entries is None:
         entries = _packed[rnn] = {}
-    entry = entries.get(key)
+    dtype = call_dtype()
+    entry = entries.get((*key, dtype))
     if entry is None or not entry.still_valid(sources):
-        entry = entries[key] = make(sources, rnn.hidden_size)
+        entry = entries[(*key, dtype)] = make(sources, rnn.hidden_size, dtype)
     return entry
 
 
@@ -190,8 +227,9 @@ _python_binding = getattr(torch, "mkldnn_rnn_layer", None)
 
 
 def _run(packed: _Packed, time_major: torch.Tensor, hidden_size: int) -> torch.Tensor:
-    """``(T, B, H)`` outputs of one direction over ``time_major`` ``(T, B, D)``."""
-    time_major = time_major.contiguous()
+    """``(T, B, H)`` outputs of one direction over ``time_major`` ``(T, B, D)``, in the number
+    format of ``packed``'s weights."""
+    time_major = time_major.to(packed.weight_ih.dtype).contiguous()
     zeros = time_major.new_zeros(time_major.shape[1], hidden_size)
     rnn_layer = _python_binding or torch.ops.aten.mkldnn_rnn_layer
     return rnn_layer(time_major, packed.weight_ih, packed.weight_hh, packed.bias_ih, packed.bias_hh, zeros, zeros,
