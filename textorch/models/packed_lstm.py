@@ -12,10 +12,10 @@ module and direction, and lays them out again whenever a weight is replaced or c
 
 Only where nothing needs gradients, outside tracing and export, in float32 outside autocast or
 in bfloat16 under CPU bfloat16 autocast (``--precision bf16``) on a CPU that has it natively:
-there ``torch.lstm`` cast and reordered the weights on every call, and kept bfloat16 weights
-made the tagging calls 1.13-1.38x faster than fp32 instead of 0.93-1.11x (CoNLL-2003, GROBID
-name-header and date at batch 32 and 256, one thread, in one process, alternating), with the
-same labels as autocast's ``torch.lstm``. Everywhere else (training, GRUs, ONNX export)
+there ``torch.lstm`` cast and reordered the weights on every call, and with bfloat16 weights
+kept laid out bf16 tagging ran 1.05-1.42x as fast as fp32 instead of 0.89-1.23x (CoNLL-2003,
+GROBID name-header and date at batch 32 and 256, one thread, in one process, alternating), with
+the same labels as autocast's ``torch.lstm``. Everywhere else (training, GRUs, ONNX export)
 ``torch.lstm`` runs as before.
 """
 
@@ -105,7 +105,7 @@ def _side_by_side_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_si
 
 # Per module, not on it: the reordered tensors (oneDNN's own layout) must not reach
 # state_dict, deepcopy or pickling of the model; they go when the module goes.
-_packed: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str], _Packed]]" = weakref.WeakKeyDictionary()
+_packed: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str, torch.dtype], _Packed]]" = weakref.WeakKeyDictionary()
 
 
 @functools.cache
