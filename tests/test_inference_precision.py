@@ -14,8 +14,10 @@ import torch
 from textorch.cli.main import main
 from textorch.data.corpus import TokenSequence
 from textorch.errors import ConfigError
-from textorch.inference_precision import check_inference_precision, inference_autocast
+from textorch.inference_precision import check_inference_precision, cpu_has_native_bf16, inference_autocast
 from textorch.labeler import SequenceLabeler
+from textorch.models import packed_lstm
+from textorch.models.packed_lstm import packed_lstm_available
 from textorch.models.token_vector_cache import TokenVectorCache
 
 from conftest import cli_tagged_rows, cli_trained_tagger, trained_once
@@ -64,6 +66,27 @@ def test_bf16_tagging_runs_in_bfloat16_and_stays_close_to_fp32(tiny_conll: Path)
     assert agree >= 0.9, agree
     assert 0 < np.abs(scores[0] - scores[1]).max() < 0.05  # rounded, not the same numbers, yet close
     assert all(isinstance(x, float) for p in fast for x in p.scores)
+
+
+@pytest.mark.skipif(not (cpu_has_native_bf16() and packed_lstm_available(torch.bfloat16)),
+                    reason="bfloat16 weights are laid out once only on CPUs with native bfloat16")
+def test_bf16_tagging_lays_out_bfloat16_lstm_weights_once(tiny_conll: Path) -> None:
+    """A batch that does not pack (rows of similar length) runs both BiLSTMs with bfloat16
+    weights laid out once, beside the fp32 ones, and keeps fp32's labels on this easy input."""
+    labeler = _labeler(tiny_conll)
+    sequences = [TokenSequence(f"Peter met Mary in Rome on day {i} .".split()) for i in range(12)]
+    exact = labeler.predict(sequences, batch_size=12)
+    labeler.precision = "bf16"
+    labeler.token_vector_cache.clear()
+    fast = labeler.predict(sequences, batch_size=12)
+    lstms = [m for m in labeler.model.modules() if isinstance(m, torch.nn.LSTM)]
+    assert len(lstms) == 2  # the character and the word BiLSTM
+    for lstm in lstms:
+        kept = packed_lstm._packed[lstm]
+        assert torch.bfloat16 in {key[-1] for key in kept}
+        assert all(entry.weight_ih.dtype == key[-1] for key, entry in kept.items())
+    assert [p.labels for p in fast] == [p.labels for p in exact]
+    assert max(abs(a - b) for p, q in zip(exact, fast) for a, b in zip(p.scores, q.scores)) < 0.05
 
 
 def test_small_batches_stay_fp32_under_bf16(tiny_conll: Path) -> None:
