@@ -441,3 +441,8 @@ def test_anatomy_rows_say_what_share_a_target_leaves_and_what_the_rest_must_gain
     assert met["allowed_share"] == 1.0 and met["rest_must_speed_up"] == pytest.approx(1.0)
     assert "target" not in tagging_anatomy.row_for("batch 1", 244, timing, 550, 1, None, 5.0)
     assert "target" not in tagging_anatomy.row_for("batch 1", 244, timing, 550, 1, 3.0, None)  # no target set
+    assert tagging_anatomy.speed_up_verdict(row) == "kernels alone exceed it"
+    assert tagging_anatomy.speed_up_verdict(stream) == "1.91x"
+    edge = tagging_anatomy.row_for("batch 32", 244, {**timing, "kernels_share": 0.5595}, 550, 1, 2.7991, 5.0)
+    assert edge["rest_must_speed_up"] > 1000  # the table says so in words, not as a bare number
+    assert tagging_anatomy.speed_up_verdict(edge).startswith("kernels take nearly all of it (the rest 1,")
