@@ -28,7 +28,10 @@ INFERENCE_PRECISIONS = ("fp32", "bf16")
 BF16_MIN_ROWS = 8
 """Batches of fewer sequences run in fp32 even under ``bf16``: casts and kernel set-up cost
 more than bfloat16 saves on them. CoNLL-2003 tagging, bf16 against fp32 tokens/s: 0.91x at
-batch 1, 1.00x at 4, 1.06x at 8, 1.08x at 16, 1.06x at 32, 1.37x at 256."""
+batch 1, 1.00x at 4, 1.06x at 8, 1.08x at 16, 1.06x at 32, 1.37x at 256. Measured again with the
+bfloat16 LSTM weights laid out once (calls of that many sequences over new tokens, one thread,
+in one process, alternating): 0.84-0.91x at 1 (GROBID date, CoNLL-2003), 1.04x at 4, 1.14x at 8
+(name-header 1.13x), 1.19x at 16, 1.20x at 32: the threshold still stands."""
 
 
 def batch_precision(precision: str, rows: int) -> str:
