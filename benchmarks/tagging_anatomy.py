@@ -46,6 +46,7 @@ from textorch.labeler import SequenceLabeler  # noqa: E402
 from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
 from textorch.models import cpu_linear, packed_lstm  # noqa: E402
 
+
 class KernelClock:
     """Time spent inside the recurrent and dense kernels' calls, by wrapping the two functions
     every such call goes through (restored on exit)."""

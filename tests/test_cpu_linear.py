@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from textorch import inference_precision
 from textorch.models import cpu_linear
 from textorch.models.cpu_linear import CpuLinear, TanhDense, linear, onednn_linear_available, use_onednn_linears
 
@@ -80,9 +81,9 @@ def test_bf16_autocast_runs_the_product_in_bfloat16_only_where_the_cpu_has_it(
     """Under ``--precision bf16`` the product is oneDNN's in bfloat16 with the float32 weights cast
     per call, as autocast's own would be: the same dtype and values within bfloat16 rounding;
     where oneDNN would emulate bfloat16, autocast's ordinary path."""
-    if native and not cpu_linear.cpu_has_native_bf16():
+    if native and not inference_precision.cpu_has_native_bf16():
         pytest.skip("this CPU has no native bfloat16: oneDNN's bfloat16 product may not exist here")
-    monkeypatch.setattr(cpu_linear, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(inference_precision, "cpu_has_native_bf16", lambda: native)
     calls = _calls_onednn(monkeypatch)
     layer = nn.Linear(200, 100)
     x = _large_input()

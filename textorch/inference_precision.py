@@ -68,6 +68,19 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
+def onednn_inference_dtype(x: torch.Tensor) -> torch.dtype | None:
+    """The number format a oneDNN inference shortcut (LSTM weights laid out once, fused dense
+    layers) runs ``x`` in on the CPU: float32 for float32 input outside autocast; bfloat16 under
+    bfloat16 autocast, for float32 or bfloat16 input, on a CPU that has it natively (emulated,
+    bfloat16 runs slower than float32); None elsewhere, where PyTorch's ordinary path runs."""
+    if not torch.is_autocast_enabled("cpu"):
+        return torch.float32 if x.dtype == torch.float32 else None
+    if (torch.get_autocast_dtype("cpu") == torch.bfloat16 and x.dtype in (torch.float32, torch.bfloat16)
+            and cpu_has_native_bf16()):
+        return torch.bfloat16
+    return None
+
+
 def inference_autocast(precision: str, device: torch.device | str) -> contextlib.AbstractContextManager:
     """The context a forward pass runs in for ``precision`` on ``device``."""
     if precision == "fp32":

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textorch.inference_precision import cpu_has_native_bf16
+from textorch.inference_precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
 from textorch.models.weight_state import weights_state
 
@@ -149,17 +149,8 @@ def run_dtype(rnn: nn.RNNBase, x: torch.Tensor) -> torch.dtype | None:
         return None
     if torch.is_grad_enabled() and (x.requires_grad or rnn.weight_ih_l0.requires_grad):
         return None
-    if torch.is_autocast_enabled("cpu"):
-        if torch.get_autocast_dtype("cpu") != torch.bfloat16 or x.dtype not in (torch.float32, torch.bfloat16):
-            return None
-        if not cpu_has_native_bf16():  # emulated bfloat16 runs slower than float32
-            return None
-        dtype = torch.bfloat16
-    elif x.dtype == torch.float32:
-        dtype = torch.float32
-    else:
-        return None
-    if being_captured():
+    dtype = onednn_inference_dtype(x)
+    if dtype is None or being_captured():
         return None
     return dtype if packed_lstm_available(dtype) else None
 
