@@ -31,6 +31,7 @@ from textorch.models.crf import CRF
 from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.crf_compiled import tagging_time_spent
 from textorch.models.embedders import encode_token_types, rows_encoder
+from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import (
     Architecture,
@@ -235,6 +236,11 @@ class SequenceLabeler(LabelerAPI):
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
         runner = self._runner_for(sum(lengths))
+        if runner is None and len(lengths) == 1 and ctx.world_size == 1:
+            single = self._tag_one_sequence(data, with_scores)
+            if single is not None:
+                tagging_time_spent(time.perf_counter() - started)
+                return [single]
         costs = group_costs(self.device, self.transformer is not None, getattr(runner, "group_costs", None))
         batches = [[nonempty[j] for j in chunk]
                    for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, costs)]
@@ -269,6 +275,25 @@ class SequenceLabeler(LabelerAPI):
         if gather and ctx.world_size > 1:
             return gather_in_order(local, len(lengths), ctx)
         return place(local, len(lengths))
+
+    def _tag_one_sequence(self, data: EncodedData, with_scores: bool) -> Prediction | None:
+        """The prediction for a call of one sequence, through :class:`OneSequenceTagger` (the
+        batch path's results, without a batch), or None where that path does not serve it."""
+        item = data.encoded[0]
+        if self.device.type != "cpu" or not len(item) or batch_precision(self.precision, 1) != "fp32":
+            return None
+        if getattr(self, "_one_sequence_of", None) is not self.model:  # looked up once per model object
+            self._one_sequence_tagger = OneSequenceTagger.of(self.model, self._char_encoder())
+            self._one_sequence_of = self.model
+        if self._one_sequence_tagger is None:
+            return None
+        token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
+        decoded = self._one_sequence_tagger.decode(item, data.word_table, token_vectors, with_scores)
+        if decoded is None:
+            return None
+        paths, scores = decoded
+        labels = self.encoder.labels.items
+        return Prediction([labels[k] for k in paths[0].tolist()], None if scores is None else scores[0].tolist())
 
     def preload_crf_decoder(self) -> bool:
         """Load the compiled CRF decoder now (:mod:`textorch.models.crf_compiled`) if this model

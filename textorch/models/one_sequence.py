@@ -1,0 +1,114 @@
+"""Tagging one sequence on the CPU straight through a BiLSTM-CRF tagger's parts, without a batch.
+
+GROBID's pattern is a stream of one-sequence calls (a date, an author, an affiliation at a time).
+Through the batch path such a call builds a padded batch of one, runs the embedders as modules
+over it, asks the recurrent layers about padding, row buckets and length groups that one row
+never has, and cuts the call into batches: 40-70 us a call here (one thread, AMD EPYC, the
+benchmark suite's models, in one process, alternating with the batch path; tokens seen before:
+GROBID date 332-349 -> 286-295 us, CoNLL-2003 445-466 -> 396-398, name-header 501-502 -> 443-444;
+new tokens, where the character table weighs more: 489-500 -> 446-494, 668-679 -> 633-663,
+786-804 -> 749-750). This path runs the same operators on the same values for the one row, time-major
+from the start, so its labels and scores are the batch path's bit for bit (tested), and it
+serves only what it knows:
+
+* a :class:`SequenceTagger` whose embedders are word vectors, a character encoder read through
+  the call's token vectors, casing or feature columns, whose encoder is an LSTM and whose head a
+  CRF (every BiLSTM-CRF family architecture; GRUs, softmax heads and transformers keep the
+  batch path);
+* at call time, where the LSTM's laid-out weights serve the call (:func:`packed_lstm.run_dtype`:
+  CPU inference in float32), which a one-sequence call always runs in (``BF16_MIN_ROWS``).
+
+Anywhere else :meth:`OneSequenceTagger.decode` answers None and the batch path runs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from textorch.data.encoding import EncodedSequence
+from textorch.data.word_table import WordTable
+from textorch.models import packed_lstm
+from textorch.models.embedders import CasingEmbedder, FeatureEmbedder, WordVectorEmbedder
+from textorch.models.encoders import RecurrentEncoder
+from textorch.models.heads import CRFHead
+from textorch.models.tagger import SequenceTagger
+
+_WORDS, _CHARS, _CASING, _FEATURES = "words", "chars", "casing", "features"
+
+
+class OneSequenceTagger:
+    """``decode(one encoded sequence)`` for a model that :meth:`of` accepts."""
+
+    def __init__(self, model: SequenceTagger, parts: list[tuple[str, nn.Module]]) -> None:
+        self.model = model
+        self.parts = parts
+        self.rnn: nn.LSTM = model.encoder.rnn
+        self.head: CRFHead = model.head
+
+    @classmethod
+    def of(cls, model: nn.Module, char_encoder: nn.Module | None) -> "OneSequenceTagger | None":
+        """The path for ``model`` (``char_encoder``: the one whose token vectors a call computes),
+        or None where the model is not of the BiLSTM-CRF family this path knows."""
+        if not isinstance(model, SequenceTagger) or not isinstance(model.head, CRFHead):
+            return None
+        if not isinstance(model.encoder, RecurrentEncoder) or not isinstance(model.encoder.rnn, nn.LSTM):
+            return None
+        parts = []
+        for embedder in model.embedders:
+            if isinstance(embedder, WordVectorEmbedder):
+                parts.append((_WORDS, embedder))
+            elif embedder is char_encoder:
+                parts.append((_CHARS, embedder))
+            elif isinstance(embedder, CasingEmbedder):
+                parts.append((_CASING, embedder))
+            elif isinstance(embedder, FeatureEmbedder):
+                parts.append((_FEATURES, embedder))
+            else:
+                return None
+        return cls(model, parts)
+
+    def decode(
+        self, item: EncodedSequence, word_table: WordTable | None, token_vectors: torch.Tensor | None,
+        with_scores: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """Label ids ``(1, T)`` and confidences ``(1, T)`` (None without ``with_scores``) of one
+        sequence of ``T >= 1`` tokens, as ``SequenceTagger.decode`` gives them for a batch of it;
+        None where this path does not serve the call (then the batch path must).
+        ``token_vectors``: the call's character vectors by type id (``EncodedData.token_vectors``)."""
+        x = self._embedded(item, word_table, token_vectors)
+        if x is None or packed_lstm.run_dtype(self.rnn, x) is not torch.float32:
+            return None
+        h = x
+        for layer in range(self.rnn.num_layers):
+            forward = packed_lstm.time_major_direction(self.rnn, h, layer, "")
+            if self.rnn.bidirectional:
+                backward = packed_lstm.time_major_direction(self.rnn, h.flip(0), layer, "_reverse")
+                forward = torch.cat([forward, backward.flip(0)], dim=-1)
+            h = forward
+        emissions = self.head.emissions(h).float().transpose(0, 1)
+        return self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)
+
+    def _embedded(
+        self, item: EncodedSequence, word_table: WordTable | None, token_vectors: torch.Tensor | None,
+    ) -> torch.Tensor | None:
+        """``(T, 1, D)``: the embedders' outputs for the sequence, concatenated in the model's
+        order (``SequenceTagger.embed`` of a batch of it, time-major); None where a part is
+        missing (the batch path then reports it)."""
+        outputs = []
+        for kind, embedder in self.parts:
+            if kind == _WORDS:
+                if item.word_ids is None or word_table is None:
+                    return None
+                outputs.append(torch.from_numpy(word_table.matrix[item.word_ids]))
+            elif kind == _CHARS:
+                if token_vectors is None:
+                    return None
+                outputs.append(token_vectors.index_select(0, torch.from_numpy(item.type_ids)))
+            elif kind == _CASING:
+                outputs.append(embedder.embedding(torch.from_numpy(item.casing_ids)))
+            else:
+                if item.feature_ids is None:
+                    return None
+                outputs.append(embedder.embed(torch.from_numpy(item.feature_ids[None]))[0])
+        return torch.cat(outputs, dim=-1).unsqueeze(1)
