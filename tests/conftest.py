@@ -129,6 +129,15 @@ def write_tiny_conll(path: Path, n: int = 40) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory):
+    """The tiny GROBID date corpus (24 sequences with feature columns), read once per test module;
+    a module may define its own ``corpus`` instead."""
+    from textorch.data.readers import read_labelled
+
+    return read_labelled(write_tiny_grobid(tmp_path_factory.mktemp("data") / "date.train", n=24))
+
+
 @pytest.fixture
 def tiny_grobid(tmp_path: Path) -> Path:
     return write_tiny_grobid(tmp_path / "tiny-date.train")

@@ -20,7 +20,6 @@ from tiny_transformer import write_tiny_bert
 from textorch.cli.main import main
 from textorch.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
-from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError
 from textorch.labeler import SequenceLabeler
 from textorch.models.architectures import ARCHITECTURES, get_architecture
@@ -37,11 +36,6 @@ DELFT_NAMES = [
 ]
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dropout=0.1)
 FAST = dict(max_epoch=4, batch_size=8, learning_rate=0.01, transformer_learning_rate=0.001, early_stop=False, seed=1)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return read_labelled(write_tiny_grobid(tmp_path_factory.mktemp("data") / "date.train", n=24))
 
 
 @pytest.fixture(scope="module")

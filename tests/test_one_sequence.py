@@ -11,10 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import write_tiny_grobid
 from textorch.config import DataConfig, ModelConfig
 from textorch.data.corpus import Corpus, TokenSequence
-from textorch.data.readers import read_labelled
 from textorch.embeddings import open_embeddings
 from textorch.labeler import Prediction, SequenceLabeler
 from textorch.models.embedders import WordVectorEmbedder, rows_encoder
@@ -25,11 +23,6 @@ from textorch.models.tagger import SequenceTagger
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dense_hidden=12)
 SERVED = ["BidLSTM_CRF", "BidLSTM_CNN_CRF", "BidLSTM_CRF_CASING", "BidLSTM_CRF_FEATURES"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return read_labelled(write_tiny_grobid(tmp_path_factory.mktemp("data") / "date.train", n=24))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from conftest import trained_once, viterbi_from_crf_json, write_tiny_grobid  # n
 from tiny_transformer import write_tiny_bert  # noqa: E402
 from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.corpus import Corpus  # noqa: E402
-from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.labeler import SequenceLabeler  # noqa: E402
 from textorch.onnx.engine import attach_onnx  # noqa: E402
 from textorch.onnx.export import export_labeler  # noqa: E402
@@ -23,11 +22,6 @@ from textorch.onnx.export import export_labeler  # noqa: E402
 SMALL = dict(char_dim=8, char_hidden=8, feature_dim=3, feature_output_dim=8)
 # Windows of 8 sub-tokens (6 without [CLS]/[SEP]), 3 apart: most test sequences need several.
 WINDOWS = dict(transformer_window=8, transformer_stride=3)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return read_labelled(write_tiny_grobid(tmp_path_factory.mktemp("data") / "date.train", n=24))
 
 
 @pytest.fixture(scope="module")
