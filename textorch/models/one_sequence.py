@@ -2,12 +2,12 @@
 
 GROBID's pattern is a stream of one-sequence calls (a date, an author, an affiliation at a time).
 Through the batch path such a call builds a padded batch of one, runs the embedders as modules
-over it, asks the recurrent layers about padding, row buckets and length groups that one row
-never has, and cuts the call into batches: 40-70 us a call here (one thread, AMD EPYC, the
+over it, asks the recurrent layers about padding and length groups that one row
+never has, and cuts the call into batches: 35-60 us a call here (one thread, AMD EPYC, the
 benchmark suite's models, in one process, alternating with the batch path; tokens seen before:
-GROBID date 332-349 -> 286-295 us, CoNLL-2003 445-466 -> 396-398, name-header 501-502 -> 443-444;
-new tokens, where the character table weighs more: 489-500 -> 446-494, 668-679 -> 633-663,
-786-804 -> 749-750). This path runs the same operators on the same values for the one row, time-major
+GROBID date 333-354 -> 300-309 us, CoNLL-2003 419-455 -> 379-403, name-header 461-485 -> 415-446;
+new tokens, where the character table weighs more: 483-507 -> 456-469, 628-659 -> 588-641,
+742-773 -> 707-727). This path runs the same operators on the same values for the one row, time-major
 from the start, so its labels and scores are the batch path's bit for bit (tested), and it
 serves only what it knows:
 
@@ -32,6 +32,7 @@ from textorch.models import packed_lstm
 from textorch.models.embedders import CasingEmbedder, FeatureEmbedder, WordVectorEmbedder
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead
+from textorch.models.padded_rnn import time_major_layers
 from textorch.models.tagger import SequenceTagger
 
 _WORDS, _CHARS, _CASING, _FEATURES = "words", "chars", "casing", "features"
@@ -41,7 +42,6 @@ class OneSequenceTagger:
     """``decode(one encoded sequence)`` for a model that :meth:`of` accepts."""
 
     def __init__(self, model: SequenceTagger, parts: list[tuple[str, nn.Module]]) -> None:
-        self.model = model
         self.parts = parts
         self.rnn: nn.LSTM = model.encoder.rnn
         self.head: CRFHead = model.head
@@ -79,14 +79,7 @@ class OneSequenceTagger:
         x = self._embedded(item, word_table, token_vectors)
         if x is None or packed_lstm.run_dtype(self.rnn, x) is not torch.float32:
             return None
-        h = x
-        for layer in range(self.rnn.num_layers):
-            forward = packed_lstm.time_major_direction(self.rnn, h, layer, "")
-            if self.rnn.bidirectional:
-                backward = packed_lstm.time_major_direction(self.rnn, h.flip(0), layer, "_reverse")
-                forward = torch.cat([forward, backward.flip(0)], dim=-1)
-            h = forward
-        emissions = self.head.emissions(h).float().transpose(0, 1)
+        emissions = self.head.emissions(time_major_layers(self.rnn, x, None)).float().transpose(0, 1)
         return self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)
 
     def _embedded(

@@ -271,7 +271,15 @@ def time_major_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) 
     if padding and _packs(rnn, x, lengths):
         return None
     flat_reverse = _time_major_reverse_index(lengths, steps) if rnn.bidirectional and padding else None
-    h = _time_major_copy(x)
+    return time_major_layers(rnn, _time_major_copy(x), flat_reverse)
+
+
+def time_major_layers(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tensor | None) -> torch.Tensor:
+    """``(T, B, directions * H)``: every layer of ``rnn`` over time-major ``h`` ``(T, B, D)`` in the
+    LSTM's format (:func:`_time_major_copy`), each row read backwards within its length by
+    ``flat_reverse`` (:func:`_time_major_reverse_index`; None where no row is padded). Call only
+    where :func:`packed_lstm.applies` (:func:`time_major_outputs`, and a one-sequence call's
+    :class:`textorch.models.one_sequence.OneSequenceTagger`, which has no padding to look for)."""
     for layer in range(rnn.num_layers):
         forward, backward = _time_major_directions(rnn, h, layer, flat_reverse)
         h = forward if backward is None else torch.cat([forward, _reversed_time_major(backward, flat_reverse)], dim=-1)
