@@ -6,11 +6,19 @@ configuration, not a class.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 from textorch.data.batching import Batch
+from textorch.models import packed_lstm
 from textorch.models.cpu_linear import CpuLinear, linear
-from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
+from textorch.models.padded_rnn import (
+    FINAL_STATE_GROUP_COSTS,
+    both_directions_pay,
+    both_directions_time_major,
+    rnn_final_states,
+    rnn_outputs,
+)
 from textorch.models.rows import inverse_permutation, select_rows
 
 
@@ -41,6 +49,11 @@ class CharBiLSTMEmbedder(nn.Module):
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """``(N, C)`` character ids -> ``(N, output_dim)``; all-padding rows give zeros."""
+        if rows.device.type == "cpu" and not self.training and not (
+                torch.is_grad_enabled() and self.embedding.weight.requires_grad):
+            small = self._small_table_states(rows)
+            if small is not None:
+                return small
         char_lengths = (rows != 0).sum(dim=1)
         present = char_lengths > 0
         if rows.shape[0] and bool(present.all()):  # the usual case: nothing to mask or scatter back
@@ -55,6 +68,39 @@ class CharBiLSTMEmbedder(nn.Module):
         """Final BiLSTM states of rows that all have characters (``lengths`` >= 1)."""
         tokens = self.embedding(rows[:, : int(lengths.max())])
         return rnn_final_states(self.lstm, tokens, lengths).to(self.embedding.weight.dtype)
+
+    def _small_table_states(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """:meth:`encode_rows` of a small table at CPU inference (a one-sequence call's new tokens),
+        or None where the general route must run (under autocast, tables with an empty row, tables
+        past ``padded_rnn.BOTH_DIRECTIONS_MAX_WORK`` or a length group's cost).
+
+        The general route embeds the rows, then reverses them within their lengths and sets the
+        two side by side for one call of both LSTM directions: on a few rows of a few characters
+        each of those tensor steps costs more than its arithmetic. Here each row's ids and the
+        same row read backwards are set side by side in NumPy, time-major, and looked up by one
+        embedding call, which gives the very input of that one call: the same outputs, bit for
+        bit. Character tables of one sequence (one thread, AMD EPYC, GROBID date model): 1 token
+        77 -> 52 us, 3 tokens 120 -> 70, 11 tokens 160 -> 109."""
+        ids = rows.numpy()
+        lengths = (ids != 0).sum(axis=1)
+        count = len(lengths)
+        if not count or self.lstm.num_layers != 1 or lengths.min() == 0:
+            return None
+        steps = int(lengths.max())
+        if count * steps > FINAL_STATE_GROUP_COSTS.group_cost:  # the general route might cut it into groups
+            return None
+        if not both_directions_pay(self.lstm, count, steps, self.embedding.embedding_dim):
+            return None
+        ids = ids[:, :steps]
+        position = np.arange(steps)
+        read_back = np.where(position < lengths[:, None], lengths[:, None] - 1 - position, position)
+        side_by_side = np.stack([ids, ids[np.arange(count)[:, None], read_back]], axis=-1).transpose(1, 0, 2)
+        x = self.embedding(torch.from_numpy(np.ascontiguousarray(side_by_side))).reshape(steps, count, -1)
+        if packed_lstm.run_dtype(self.lstm, x) is not torch.float32:
+            return None
+        both = both_directions_time_major(self.lstm, x)
+        last_step = torch.from_numpy((lengths - 1) * count + np.arange(count))  # each row's last step, flattened
+        return both.reshape(steps * count, -1).index_select(0, last_step)
 
 
 def per_token(encode_rows, batch: Batch) -> torch.Tensor:

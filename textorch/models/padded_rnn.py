@@ -492,15 +492,27 @@ The word BiLSTM's outputs keep two calls: one sequence of 150 -> 2 x 100 gained 
 tokens and lost from 8 on (0.98 at 8, 0.90 at 14), and its outputs must be split again."""
 
 
+def both_directions_pay(rnn: nn.RNNBase, rows: int, steps: int, inputs: int) -> bool:
+    """Whether a bidirectional layer over ``rows`` x ``steps`` of ``inputs`` features runs its two
+    directions as one call (``BOTH_DIRECTIONS_MAX_WORK``)."""
+    return rnn.bidirectional and rows * steps * rnn.hidden_size * (inputs + rnn.hidden_size) <= BOTH_DIRECTIONS_MAX_WORK
+
+
+def both_directions_time_major(rnn: nn.LSTM, side_by_side: torch.Tensor) -> torch.Tensor:
+    """``(T, B, 2H)``: :func:`packed_lstm.both_directions_time_major` of the first layer over
+    ``side_by_side`` ``(T, B, 2D)`` (each row, then each row read backwards within its length),
+    its rows padded to a bucket as every CPU recurrent call's are."""
+    return _in_row_buckets(lambda part: packed_lstm.both_directions_time_major(rnn, part, 0), side_by_side, row_dim=1)
+
+
 def _both_directions(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tensor | None) -> torch.Tensor | None:
     """``(T, B, 2H)``: both directions of a one-layer bidirectional LSTM over time-major ``h`` as
     one call, the backward one in the order it read (as :func:`_time_major_directions`), where
-    ``BOTH_DIRECTIONS_MAX_WORK`` says that is cheaper; else None."""
+    :func:`both_directions_pay`; else None."""
     steps, rows, inputs = h.shape
-    if not rnn.bidirectional or rows * steps * rnn.hidden_size * (inputs + rnn.hidden_size) > BOTH_DIRECTIONS_MAX_WORK:
+    if not both_directions_pay(rnn, rows, steps, inputs):
         return None
-    side_by_side = torch.cat([h, _reversed_time_major(h, flat_reverse)], dim=-1)
-    return _in_row_buckets(lambda part: packed_lstm.both_directions_time_major(rnn, part, 0), side_by_side, row_dim=1)
+    return both_directions_time_major(rnn, torch.cat([h, _reversed_time_major(h, flat_reverse)], dim=-1))
 
 
 def _time_major_final_states(rnn: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
