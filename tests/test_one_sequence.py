@@ -133,3 +133,17 @@ def test_calls_under_autocast_and_empty_ones_take_the_batch_path(
     served.clear()
     assert labeler.predict([TokenSequence([])]) == [Prediction([], [])]
     assert served == []
+
+
+def test_a_features_model_tags_text_without_feature_columns_as_the_batch_path_does(
+    corpus: Corpus, vectors: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plain text given to a ``_FEATURES`` model (no columns: the feature vocabularies' unknown
+    ids) takes the one-sequence path and answers as the batch path."""
+    labeler = _labeler("BidLSTM_CRF_FEATURES", corpus, vectors, tmp_path)
+    plain = [TokenSequence(s.tokens) for s in corpus.sequences[:5]] + [TokenSequence(["Jan", "1999"])]
+    served = _count_served(monkeypatch)
+    fast = _one_by_one(labeler, plain)
+    assert served == [True] * (len(plain) + 3)
+    batch = _through_batch_path(labeler, plain, monkeypatch)
+    assert [(p.labels, p.scores) for p in fast] == [(p.labels, p.scores) for p in batch]

@@ -18,6 +18,8 @@ from textorch.models.padded_rnn import (
     both_directions_time_major,
     rnn_final_states,
     rnn_outputs,
+    time_major_last_steps,
+    time_major_read_back,
 )
 from textorch.models.rows import inverse_permutation, select_rows
 
@@ -91,16 +93,13 @@ class CharBiLSTMEmbedder(nn.Module):
             return None
         if not both_directions_pay(self.lstm, count, steps, self.embedding.embedding_dim):
             return None
-        ids = ids[:, :steps]
-        position = np.arange(steps)
-        read_back = np.where(position < lengths[:, None], lengths[:, None] - 1 - position, position)
-        side_by_side = np.stack([ids, ids[np.arange(count)[:, None], read_back]], axis=-1).transpose(1, 0, 2)
-        x = self.embedding(torch.from_numpy(np.ascontiguousarray(side_by_side))).reshape(steps, count, -1)
+        forward = ids[:, :steps].T  # time-major (T, N)
+        backward = forward[time_major_read_back(lengths, steps), np.arange(count)]
+        x = self.embedding(torch.from_numpy(np.stack([forward, backward], axis=-1))).reshape(steps, count, -1)
         if packed_lstm.run_dtype(self.lstm, x) is not torch.float32:
             return None
         both = both_directions_time_major(self.lstm, x)
-        last_step = torch.from_numpy((lengths - 1) * count + np.arange(count))  # each row's last step, flattened
-        return both.reshape(steps * count, -1).index_select(0, last_step)
+        return both.reshape(steps * count, -1).index_select(0, time_major_last_steps(lengths))
 
 
 def per_token(encode_rows, batch: Batch) -> torch.Tensor:

@@ -312,8 +312,19 @@ def _time_major_reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor
     where each small operator costs more than its arithmetic. :func:`reverse_index` itself stays
     in PyTorch: the ONNX export traces it into the graph, and training builds it on the device."""
     n = lengths.numpy()
+    return torch.from_numpy((time_major_read_back(n, steps) * len(n) + np.arange(len(n))).reshape(-1))
+
+
+def time_major_read_back(lengths: np.ndarray, steps: int) -> np.ndarray:
+    """``(T, B)``: the step row ``b`` reads at time ``t`` when read backwards within its length
+    (``lengths[b] - 1 - t``; padded steps stay where they are)."""
     t = np.arange(steps)[:, None]
-    return torch.from_numpy((np.where(t < n, n - 1 - t, t) * len(n) + np.arange(len(n))).reshape(-1))
+    return np.where(t < lengths, lengths - 1 - t, t)
+
+
+def time_major_last_steps(lengths: np.ndarray) -> torch.Tensor:
+    """Row of each sequence's last step in a flattened time-major ``(T * B, ...)`` tensor."""
+    return torch.from_numpy((lengths - 1) * len(lengths) + np.arange(len(lengths)))
 
 
 def _reversed_time_major(h: torch.Tensor, flat_reverse: torch.Tensor | None) -> torch.Tensor:
@@ -529,7 +540,7 @@ def _time_major_final_states(rnn: nn.LSTM, x: torch.Tensor, lengths: torch.Tenso
     rows, steps = x.shape[:2]
     flat_reverse = _time_major_reverse_index(lengths, steps) if rnn.bidirectional and int(lengths.min()) < steps else None
     h = _time_major_copy(x)
-    last = (lengths - 1) * rows + torch.arange(rows)  # row of each sequence's last step in (T * B, ...)
+    last = time_major_last_steps(lengths.numpy())
     both = _both_directions(rnn, h, flat_reverse)
     if both is not None:  # the two final states side by side already
         return select_rows(both.reshape(steps * rows, -1), last)
