@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
 
-from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
-from textorch.config import TrainConfig  # noqa: E402
+from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
+from textorch.tagging.config import TrainConfig  # noqa: E402
 from textorch.data.cls_readers import read_cls, stratified_holdout  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import torch
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.data.readers import read_labelled
 from textorch.data.splits import holdout
 from textorch.embeddings import open_embeddings
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.onnx.engine import attach_onnx
 from textorch.onnx.export import export_labeler
 

@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
-from textorch.workflows import train_tagger  # noqa: E402
+from textorch.tagging.runs import train_tagger  # noqa: E402
 
 GROBID = {
     "date": "grobid/date/date-220311.train",

@@ -43,7 +43,7 @@ import delft_env  # noqa: E402
 from bench_table import build_rows, print_markdown  # noqa: E402
 from common import RESULTS, machine  # noqa: E402
 
-from textorch.inference_precision import cpu_has_native_bf16  # noqa: E402
+from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 VECTORS_NAME = "w2v-conll-grobid-100d"

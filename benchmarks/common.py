@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from textorch.inference_precision import cpu_has_native_bf16
+from textorch.runtime.precision import cpu_has_native_bf16
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

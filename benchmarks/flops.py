@@ -148,10 +148,10 @@ def median_time(fn, repeats: int) -> float:
 
 def build_tagger(cache_dir: str | None, limit: int):
     """An (untrained) textorch BidLSTM_CRF with CoNLL-2003 shapes and the shared 100-d vectors."""
-    from textorch.config import DataConfig, ModelConfig
+    from textorch.tagging.config import DataConfig, ModelConfig
     from textorch.data.readers import read_labelled
     from textorch.embeddings import open_embeddings
-    from textorch.labeler import SequenceLabeler
+    from textorch.tagging.labeler import SequenceLabeler
 
     corpus = read_labelled(str(shared("data", "conll2003/eng.testb")), None)
     vectors = str(shared("embeddings", "w2v-conll-grobid-100d.txt"))

@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, shared  # noqa: E402
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
-from textorch.labeler import SequenceLabeler  # noqa: E402
-from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
+from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
+from textorch.runtime.malloc_tuning import keep_freed_memory  # noqa: E402
 
 
 def build(train_file: str, limit: int, cache_dir: str | None):

@@ -42,8 +42,8 @@ import bench_table  # noqa: E402
 from common import machine, print_table, write_json  # noqa: E402
 
 from textorch.data.readers import read_labelled  # noqa: E402
-from textorch.labeler import SequenceLabeler  # noqa: E402
-from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
+from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
+from textorch.runtime.malloc_tuning import keep_freed_memory  # noqa: E402
 from textorch.models import cpu_linear, packed_lstm  # noqa: E402
 
 

@@ -28,10 +28,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 from runner_common import emit as _emit, peak_rss_mb, tagging_rows  # noqa: E402
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
-from textorch.labeler import SequenceLabeler  # noqa: E402
-from textorch.malloc_tuning import keep_freed_memory  # noqa: E402
-from textorch.workflows import read_for_tagging, train_tagger  # noqa: E402
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
+from textorch.runtime.malloc_tuning import keep_freed_memory  # noqa: E402
+from textorch.tagging.runs import read_for_tagging, train_tagger  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 

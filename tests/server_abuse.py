@@ -342,8 +342,8 @@ def train_tiny_models(root: Path) -> dict[str, Path]:
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import write_tiny_conll
     from textorch import SequenceLabeler
-    from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
-    from textorch.config import TrainConfig
+    from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
+    from textorch.tagging.config import TrainConfig
     from textorch.data.cls_readers import ClsCorpus, ClsExample
 
     SequenceLabeler.train(str(write_tiny_conll(root / "tiny.conll")), output=root / "ner", max_epoch=2, batch_size=8,
@@ -360,7 +360,7 @@ def train_tiny_models(root: Path) -> dict[str, Path]:
 def expected_answers(models: dict[str, Path], texts: list[str] = TEXTS) -> Expected:
     """The Python API's answer for each text alone: what the server must answer, batched or not."""
     from textorch import SequenceLabeler
-    from textorch.classifier import TextClassifier
+    from textorch.classification.classifier import TextClassifier
 
     labeler = SequenceLabeler.load(models["ner"])
     classifier = TextClassifier.load(models["sentiment"])

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import require_shared
-from textorch import apps
+from textorch.tagging import presets as apps
 from textorch.cli.main import main
 from textorch.errors import ConfigError, DataError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.train.history import read_history
 
 TRAINED_FILES = ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]

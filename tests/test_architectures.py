@@ -18,10 +18,10 @@ from safetensors.torch import load_file
 from conftest import write_tiny_grobid
 from tiny_transformer import write_tiny_bert
 from textorch.cli.main import main
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.models.architectures import ARCHITECTURES, get_architecture
 from textorch.models.heads import CRFHead
 from textorch.models.transformer import TransformerEmbedder

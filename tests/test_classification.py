@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier, resolve_class_weights
-from textorch.config import TrainConfig
+from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier, resolve_class_weights
+from textorch.tagging.config import TrainConfig
 from textorch.data.cls_readers import ClsCorpus, ClsExample, read_cls
 from textorch.errors import ConfigError, DataError
 from textorch.models.classifiers import CLS_ARCHITECTURES

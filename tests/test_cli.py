@@ -11,7 +11,7 @@ import pytest
 
 from textorch.cli.main import main
 from textorch.data.readers import read_conll
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 
 FAST = ["--max-epoch", "2", "--batch-size", "8", "--learning-rate", "0.01", "--seed", "3"]
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from textorch import inference_precision
+from textorch.runtime import precision as inference_precision
 from textorch.models import cpu_linear
 from textorch.models.cpu_linear import CpuLinear, TanhDense, linear, onednn_linear_available, use_onednn_linears
 

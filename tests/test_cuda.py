@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.model_dir import load_model_dir
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,11 +26,11 @@ import torch
 import torch.multiprocessing as mp
 
 from textorch.cli.main import main
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.batching import bucketed_batches
 from textorch.data.readers import read_conll
 from textorch.errors import ConfigError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.train.dist import DistContext, session
 from textorch.train.launch import torchrun_arguments
 from textorch.train.parallel import plan_micro_batches
@@ -214,7 +214,7 @@ def test_epochs_see_every_sequence_in_a_new_order(two_ranks: list[dict], one_ran
     assert sorted(one_rank["seen"][0]) == list(range(9)) == sorted(one_rank["seen"][1])
     for epoch in range(2):
         assert set(two_ranks[0]["seen"][epoch]) | set(two_ranks[1]["seen"][epoch]) == set(range(9))
-    assert bucketed_batches(list(range(1, 10)), 4, 42, 1) != bucketed_batches(list(range(1, 10)), 4, 42, 2)
+    assert bucketed_batches(list(range(1, 10)), 4, 42, 1, 10) != bucketed_batches(list(range(1, 10)), 4, 42, 2, 10)
 
 
 def test_reduced_f1_equals_single_process_f1(two_ranks: list[dict]) -> None:

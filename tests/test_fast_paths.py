@@ -21,8 +21,8 @@ from textorch.data.batching import collate, token_type_table, with_padding_row
 from textorch.data.corpus import TokenSequence
 from textorch.data import encoding
 from textorch.data.encoding import SequenceEncoder, casing_class
-from textorch.labeler import SequenceLabeler
-from textorch import inference_batches
+from textorch.tagging.labeler import SequenceLabeler
+from textorch.models import inference_batches
 from textorch.models import crf_compiled, crf_numpy
 from textorch.models.crf import CRF
 from textorch.models.crf_numpy import viterbi_with_confidence
@@ -637,7 +637,7 @@ def test_v1_directories_load_without_the_dense_layer_and_v2_is_written(tiny_conl
 
 
 def test_bad_dense_and_dropout_settings_are_refused() -> None:
-    from textorch.config import ModelConfig
+    from textorch.tagging.config import ModelConfig
     from textorch.errors import ConfigError
     from textorch.models.tagger import FastDropout
 

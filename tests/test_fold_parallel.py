@@ -20,11 +20,11 @@ import pytest
 
 from conftest import write_tiny_grobid
 from test_distributed import REPO, _cli, _env, _processes_with, assert_killing_rank_1_ends_the_run
-from textorch.classifier import TextClassifier
+from textorch.classification.classifier import TextClassifier
 from textorch.cli.main import main
 from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.train.fold_spread import folds_of, spread_folds
 from textorch.train.history import read_history
 

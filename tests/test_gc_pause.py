@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from textorch.gc_pause import gc_paused
-from textorch.labeler import SequenceLabeler
+from textorch.runtime.gc_pause import gc_paused
+from textorch.tagging.labeler import SequenceLabeler
 
 
 @pytest.fixture(autouse=True)

@@ -9,11 +9,11 @@ import numpy as np
 import torch
 import pytest
 
-from textorch import labeler as labeler_module
+from textorch.tagging import labeler as labeler_module
 from textorch.data.batching import sorted_batches
 from textorch.data.corpus import TokenSequence
-from textorch.inference_batches import INFERENCE_GROUP_COSTS, group_costs, inference_batches
-from textorch.labeler import SequenceLabeler
+from textorch.models.inference_batches import INFERENCE_GROUP_COSTS, group_costs, inference_batches
+from textorch.tagging.labeler import SequenceLabeler
 
 
 def _spread_lengths(seed: int, n: int = 150) -> list[int]:
@@ -86,9 +86,9 @@ def test_tagging_in_cut_batches_gives_the_answers_of_whole_batches(tiny_conll: P
 
 @pytest.mark.parametrize("architecture", ["gru", "cnn"])
 def test_classifying_in_cut_batches_gives_the_logits_of_whole_batches(architecture: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from textorch import classifier as classifier_module
-    from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
-    from textorch.config import TrainConfig
+    from textorch.classification import classifier as classifier_module
+    from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
+    from textorch.tagging.config import TrainConfig
     from textorch.data.cls_readers import ClsCorpus, ClsExample
 
     rng = random.Random(7)

@@ -14,8 +14,8 @@ import torch
 from textorch.cli.main import main
 from textorch.data.corpus import TokenSequence
 from textorch.errors import ConfigError
-from textorch.inference_precision import check_inference_precision, cpu_has_native_bf16, inference_autocast
-from textorch.labeler import SequenceLabeler
+from textorch.runtime.precision import check_inference_precision, cpu_has_native_bf16, inference_autocast
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.models import packed_lstm
 from textorch.models.packed_lstm import packed_lstm_available
 from textorch.models.token_vector_cache import TokenVectorCache
@@ -152,8 +152,8 @@ def test_precision_checks(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.
         check_inference_precision("fp16")
     with pytest.raises(ConfigError, match="got 'int8'"):
         inference_autocast("int8", "cpu")
-    monkeypatch.setattr("textorch.inference_precision.cpu_has_native_bf16", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="textorch.inference_precision"):
+    monkeypatch.setattr("textorch.runtime.precision.cpu_has_native_bf16", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="textorch.runtime.precision"):
         check_inference_precision("bf16", "cpu")
     assert "no native bfloat16" in caplog.text
 

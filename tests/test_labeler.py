@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.model_dir import CONFIG_FILE, WEIGHTS_FILE
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dropout=0.1)

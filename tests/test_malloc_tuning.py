@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from textorch import malloc_tuning
+from textorch.runtime import malloc_tuning
 from textorch.cli.main import main
-from textorch.malloc_tuning import keep_freed_memory
+from textorch.runtime.malloc_tuning import keep_freed_memory
 
 on_glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 needs_glibc = pytest.mark.skipif(not on_glibc, reason="the tuning is glibc's mallopt")
@@ -22,7 +22,7 @@ needs_glibc = pytest.mark.skipif(not on_glibc, reason="the tuning is glibc's mal
 CHURN = textwrap.dedent("""
     import resource, sys
     import numpy as np
-    from textorch.malloc_tuning import keep_freed_memory
+    from textorch.runtime.malloc_tuning import keep_freed_memory
     print(keep_freed_memory())
     big = np.ones(8 * 2**20 // 8); del big
     def round_trip():

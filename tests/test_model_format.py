@@ -20,7 +20,7 @@ from textorch.cli.main import main
 from textorch.data.readers import read_grobid
 from textorch.data.tags import iob2_to_grobid
 from textorch.errors import ModelFormatError, TextorchError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.model_dir import CONFIG_FILE, FORMAT_VERSION, VOCAB_FILE, WEIGHTS_FILE
 
 from model_fixture import SOURCE, TEXT_WEIGHTS, v1_model_dir

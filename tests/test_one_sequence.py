@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from textorch.config import DataConfig, ModelConfig
+from textorch.tagging.config import DataConfig, ModelConfig
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.embeddings import open_embeddings
-from textorch.labeler import Prediction, SequenceLabeler
+from textorch.tagging.labeler import Prediction, SequenceLabeler
 from textorch.models.embedders import WordVectorEmbedder, rows_encoder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead

@@ -12,10 +12,10 @@ import torch
 pytest.importorskip("onnxruntime")
 
 from conftest import cli_tagged_rows, cli_trained_tagger, trained_once, viterbi_from_crf_json  # noqa: E402
-from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
-from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.onnx.engine import attach_onnx  # noqa: E402
 from textorch.onnx.export import PaddedBiRNN, export_labeler  # noqa: E402
 
@@ -224,7 +224,7 @@ def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch mixing short and long sequences runs the graph once per group of similar lengths,
     each cut to its longest row (the engine's ``group_costs`` in
-    :mod:`textorch.inference_batches`): the same labels and scores as PyTorch, and as the one
+    :mod:`textorch.models.inference_batches`): the same labels and scores as PyTorch, and as the one
     padded call."""
     from textorch.data.corpus import TokenSequence
     from textorch.models.padded_rnn import GroupCosts

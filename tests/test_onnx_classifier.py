@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 from test_classification import FILLER, KEYWORDS, TINY, tiny_examples, write_tiny_csv, write_tiny_vectors  # noqa: E402
-from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
-from textorch.config import TrainConfig  # noqa: E402
+from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
+from textorch.tagging.config import TrainConfig  # noqa: E402
 from textorch.data.cls_readers import ClsCorpus, ClsExample  # noqa: E402
 from textorch.data.tokenize import tokenize  # noqa: E402
 from textorch.models.classifiers import CLS_ARCHITECTURES  # noqa: E402
@@ -153,7 +153,7 @@ def test_cli_classify_and_eval_with_the_onnx_engine(tmp_path: Path, capsys: pyte
         for a, b in zip(torch_records, documents[other]):
             assert b["scores"] == pytest.approx(a["scores"], abs=1e-4)
     assert len(documents["--engine onnx --quantized"]) == len(torch_records)
-    from textorch.classifier import TextClassifier
+    from textorch.classification.classifier import TextClassifier
     from textorch.onnx.engine import OnnxClassifierRunner
 
     assert isinstance(TextClassifier.load(model, engine="auto").runner, OnnxClassifierRunner)  # the API's --engine

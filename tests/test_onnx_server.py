@@ -55,7 +55,7 @@ def test_served_onnx_models_answer_as_the_pytorch_api(onnx_server: str, model_di
         assert sum(len(t["entities"]) for t in reference["texts"]) >= 3  # a tagger that tags something
         _assert_same_answer(answer, reference)
 
-        from textorch.classifier import TextClassifier
+        from textorch.classification.classifier import TextClassifier
 
         sentences = [text for text, _ in SENTIMENT[:6]] + ["nothing known here", ""]
         records = client.post("/models/sentiment/classify", json={"texts": sentences}).json()["classifications"]
@@ -81,7 +81,7 @@ def test_serve_command_passes_the_engine_options(model_dirs: dict[str, Path], mo
 
 def test_serve_runs_models_on_the_auto_engine_by_default(model_dirs: dict[str, Path],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from textorch.classifier import TextClassifier
+    from textorch.classification.classifier import TextClassifier
     from textorch.onnx.engine import AutoRunner, OnnxClassifierRunner
     from textorch.serve import runner
 

@@ -13,9 +13,9 @@ pytest.importorskip("onnxruntime")
 
 from conftest import trained_once, viterbi_from_crf_json, write_tiny_grobid  # noqa: E402
 from tiny_transformer import write_tiny_bert  # noqa: E402
-from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.corpus import Corpus  # noqa: E402
-from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.onnx.engine import attach_onnx  # noqa: E402
 from textorch.onnx.export import export_labeler  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from textorch.inference_precision import cpu_has_native_bf16
+from textorch.runtime.precision import cpu_has_native_bf16
 from textorch.models import packed_lstm, padded_rnn
 from textorch.models.packed_lstm import applies, lstm_direction, packed_lstm_available
 
@@ -356,7 +356,7 @@ def test_bf16_and_fp32_weights_are_kept_side_by_side_and_remade_after_a_change(m
 
 
 def test_bf16_autocast_keeps_torch_lstm_where_the_cpu_would_emulate_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("textorch.inference_precision.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("textorch.runtime.precision.cpu_has_native_bf16", lambda: False)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert not applies(_lstm(), torch.randn(2, 3, 6))
 

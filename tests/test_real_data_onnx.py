@@ -16,11 +16,11 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 from conftest import require_shared  # noqa: E402
-from textorch.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.corpus import Corpus  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
-from textorch.labeler import SequenceLabeler  # noqa: E402
+from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.onnx.engine import attach_onnx  # noqa: E402
 
 pytestmark = pytest.mark.real_data

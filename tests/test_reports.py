@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import write_tiny_grobid
-from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
+from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
 from textorch.cli.main import main
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.cls_readers import ClsCorpus, ClsExample
 from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.train.curves import _offsets
 from textorch.train.history import RunRecord, TrainingHistory, history_files, read_history
 from textorch.train.tensorboard import TensorBoardLogger, tensorboard_callbacks

@@ -25,10 +25,10 @@ from safetensors.torch import load_file
 from conftest import REPO, write_tiny_conll
 from test_classification import write_tiny_csv
 from textorch.cli.main import main
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.readers import read_conll
 from textorch.errors import TextorchError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.train.checkpoint import FINAL, STATE_FILE, Checkpointer, CheckpointError, list_checkpoints
 from textorch.train.trainer import Trainer
 

@@ -49,8 +49,8 @@ SENTIMENT = [("a good paper .", "positive"), ("this was great", "positive"), ("a
 
 
 def _train_classifier(directory: Path) -> None:
-    from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
-    from textorch.config import TrainConfig
+    from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
+    from textorch.tagging.config import TrainConfig
     from textorch.data.cls_readers import ClsCorpus, ClsExample
 
     corpus = ClsCorpus([ClsExample(text, (label,), i + 1) for i, (text, label) in enumerate(SENTIMENT)])

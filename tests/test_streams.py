@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-import textorch.labeler as labeler_module
+import textorch.tagging.labeler as labeler_module
 from textorch.data.batching import collate
 from textorch.data.corpus import TokenSequence
 from textorch.data.encoding import SequenceEncoder
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 
 
 class _HashedVectors:
@@ -115,7 +115,7 @@ def test_one_sequence_batch_equals_a_padded_batch(tiny_conll: Path, tmp_path: Pa
 
 
 def test_labels_only_predictions_equal_scored_ones(tiny_conll: Path, tmp_path: Path) -> None:
-    from textorch.output import entities
+    from textorch.tagging.answer import entities
 
     labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
                                     max_epoch=1, seed=5, word_hidden=8, char_hidden=4)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from textorch.data.corpus import TokenSequence
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.models.embedders import CharBiLSTMEmbedder, encode_token_types
 from textorch.models.token_vector_cache import KEY_WIDTH, TokenVectorCache
 

@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from conftest import write_tiny_grobid
 from tiny_transformer import write_tiny_bert
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.readers import read_labelled
 from textorch.data.subwords import SpecialTokens, WindowedBatch, align_words, plan_windows, window_starts
 from textorch.errors import ConfigError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 
 LIMIT = 16
 

@@ -1,7 +1,7 @@
 """``textorch grobid`` and ``textorch ner``: DeLFT's grobidTagger and nerTagger, as commands.
 
-Each action is a few lines over :mod:`textorch.apps` (defaults, data layout) and
-:mod:`textorch.seq_runs` (training); every training option of ``seq train`` is accepted, and
+Each action is a few lines over :mod:`textorch.tagging.presets` (defaults, data layout) and
+:mod:`textorch.tagging.run_files` (training); every training option of ``seq train`` is accepted, and
 the ones an application sets per model default to the application's value instead of the
 library's.
 """
@@ -16,10 +16,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from textorch import apps
+from textorch.tagging import presets as apps
 from textorch.cli import seq
 from textorch.cli.run_options import fold_parallel_option, incremental_input
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
 from textorch.train.dist import session
@@ -60,7 +60,7 @@ def _write_json(document: dict, path: str | None) -> None:
 
 
 def _evaluate(model_dir: str, corpus: Corpus, args: argparse.Namespace) -> int:
-    from textorch import workflows
+    from textorch.tagging import runs as workflows
 
     with session(args.device, args.threads) as (ctx, device):
         labeler = workflows.SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
@@ -77,7 +77,7 @@ def _train(args: argparse.Namespace, configs: tuple[ModelConfig, TrainConfig, Da
 
     ``read(train_config)`` gives the train corpus, then optionally validation and test corpora.
     """
-    from textorch import seq_runs
+    from textorch.tagging import run_files as seq_runs
 
     model, train, data = configs
     input_model = incremental_input(args)  # option errors before any reading
@@ -112,8 +112,8 @@ def _grobid(args: argparse.Namespace) -> int:
 
 
 def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
-    from textorch import workflows
-    from textorch.api import tagging_answer
+    from textorch.tagging import runs as workflows
+    from textorch.tagging.api import tagging_answer
 
     with session(args.device, args.threads) as (ctx, device):
         labeler = workflows.SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)

@@ -8,8 +8,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from textorch import cls_workflows as workflows
-from textorch.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
+from textorch.classification import runs as workflows
+from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
 from textorch.cli.export import add_engine_options, apply_engine_options
 from textorch.cli.run_options import (
     add_run_options,
@@ -20,7 +20,7 @@ from textorch.cli.run_options import (
     fold_parallel_option,
     print_architectures,
 )
-from textorch.config import TrainConfig
+from textorch.tagging.config import TrainConfig
 from textorch.data.cls_readers import CLS_FORMATS, INPUT_FORMATS
 from textorch.eval.cls_metrics import format_cls_report
 from textorch.models.classifiers import CLS_ARCHITECTURES

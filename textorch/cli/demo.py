@@ -7,14 +7,14 @@ import json
 import logging
 import time
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.data.demo_corpus import generate_date_corpus, sample_texts
 from textorch.data.corpus import TokenSequence
 from textorch.data.tokenize import tokenize
 from textorch.eval.report import format_report
-from textorch.labeler import SequenceLabeler
-from textorch.output import tagging_document
+from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.answer import tagging_document
 
 logger = logging.getLogger(__name__)
 

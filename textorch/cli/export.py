@@ -14,11 +14,11 @@ def load_saved_model(directory: str | Path, device: str = "cpu", cache_dir: str 
 
     task = read_model_config(directory).get("task")
     if task == "sequence_labelling":
-        from textorch.labeler import SequenceLabeler
+        from textorch.tagging.labeler import SequenceLabeler
 
         return SequenceLabeler.load(directory, device=device, cache_dir=cache_dir)
     if task == "text_classification":
-        from textorch.classifier import TextClassifier
+        from textorch.classification.classifier import TextClassifier
 
         return TextClassifier.load(directory, device=device, cache_dir=cache_dir)
     raise ModelFormatError(f"{directory}: cannot export a model of task {task!r}")
@@ -54,7 +54,7 @@ def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = Tr
 
 def apply_engine_options(args: argparse.Namespace, predictor) -> None:
     """Switch a loaded tagger or classifier to ONNX Runtime, or to bf16, when the options ask for it."""
-    from textorch.inference_precision import check_inference_precision
+    from textorch.runtime.precision import check_inference_precision
     from textorch.onnx.engine import check_engine, use_engine
 
     engine, export_dir, quantized = getattr(args, "engine", "torch"), getattr(args, "onnx_dir", None), args.quantized

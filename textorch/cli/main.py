@@ -8,7 +8,7 @@ import sys
 
 from textorch import __version__
 from textorch.errors import TextorchError
-from textorch.malloc_tuning import keep_freed_memory
+from textorch.runtime.malloc_tuning import keep_freed_memory
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -47,7 +47,7 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    keep_freed_memory()  # this process is textorch's own: see textorch.malloc_tuning
+    keep_freed_memory()  # this process is textorch's own: see textorch.runtime.malloc_tuning
     code = _run_command(argv)
     from textorch.train.dist import end_group_process, joined_a_group
 

@@ -9,13 +9,14 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.writers import write_conll, write_grobid
 from textorch.models.architectures import ARCHITECTURES
-from textorch.output import tagging_document
+from textorch.tagging.answer import tagging_document
 from textorch.train.dist import session
 from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
-from textorch import seq_runs, workflows
+from textorch.data.readers import read_labelled
+from textorch.tagging import run_files as seq_runs, runs as workflows
 from textorch.cli.run_options import (
     add_run_options,
     true_or_false,
@@ -121,7 +122,7 @@ def _eval(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         labeler = workflows.SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
-        corpus = workflows.read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
+        corpus = read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
         scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
     if ctx.is_main:
         print(workflows.report(scores))

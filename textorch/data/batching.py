@@ -12,7 +12,6 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from textorch.config import TrainConfig
 from textorch.data.encoding import EncodedSequence
 from textorch.data.word_table import WordTable
 
@@ -189,7 +188,7 @@ def _distinct_tokens(
 
 def bucketed_batches(
     lengths: list[int] | np.ndarray, batch_size: int, seed: int, epoch: int,
-    bucket_batches: int = TrainConfig.bucket_batches,
+    bucket_batches: int,
 ) -> list[list[int]]:
     """Global batches for one epoch: shuffled, then sorted by length within buckets.
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from textorch.inference_precision import onednn_inference_dtype
+from textorch.runtime.precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def onednn_linear_available() -> bool:
 def _onednn_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype | None:
     """The number format oneDNN's product runs in here, or None for the ordinary path: float32
     outside autocast; bfloat16 under CPU bfloat16 autocast (``--precision bf16``) on a CPU
-    that has it natively (:func:`textorch.inference_precision.onednn_inference_dtype`, the rule
+    that has it natively (:func:`textorch.runtime.precision.onednn_inference_dtype`, the rule
     the LSTMs' laid-out weights follow too), where autocast's own ``F.linear`` was no faster than fp32 (a CoNLL
     batch's 448 x 200 -> 100 layer with tanh: autocast 113 us, oneDNN fp32 105, oneDNN bf16
     64 with the weights cast on every call)."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textorch.inference_precision import onednn_inference_dtype
+from textorch.runtime.precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
 from textorch.models.weight_state import weights_state
 

@@ -434,7 +434,7 @@ def in_length_groups(
 
     The one way textorch runs a batch's rows as groups of similar length: recurrent layers
     (training and character encoders) and transformer windows. (Tagging calls cut whole
-    batches before this, with :mod:`textorch.inference_batches`.)"""
+    batches before this, with :mod:`textorch.models.inference_batches`.)"""
     device = next(x.device for x in inputs if x is not None)
     lengths = lengths.to(device)
     groups = [group.to(device) for group in groups]

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from textorch.inference_precision import autocast_state
+from textorch.runtime.precision import autocast_state
 from textorch.models.embedders import encode_token_types
 from textorch.models.weight_state import weights_state
 

@@ -135,7 +135,7 @@ _INPUT_DOCS = {
 
 
 def classifier_graph(classifier) -> Graph:
-    """The graph of a loaded :class:`~textorch.classifier.TextClassifier`, with example inputs."""
+    """The graph of a loaded :class:`~textorch.classification.classifier.TextClassifier`, with example inputs."""
     ensemble = classifier.network.cpu()
     module = ExportableClassifier(ensemble, classifier.embeddings is not None).eval()
     word_dim = classifier.embeddings.dim if classifier.embeddings is not None else 0
@@ -155,7 +155,7 @@ def classifier_graph(classifier) -> Graph:
 
 
 def export_classifier(classifier, output: str | Path, quantize: bool = False, source_dir: str | Path | None = None) -> Path:
-    """Write the ONNX export of a loaded :class:`~textorch.classifier.TextClassifier` atomically."""
+    """Write the ONNX export of a loaded :class:`~textorch.classification.classifier.TextClassifier` atomically."""
     graph = classifier_graph(classifier)
     model_config = classifier.model_config
     description = describe("text_classification", model_config.architecture, graph, quantize, source_dir)

@@ -67,7 +67,7 @@ class OnnxRunner(_Session):
     """
 
     group_costs = ONNX_GROUP_COSTS
-    """How tagging cuts batches for this engine (:mod:`textorch.inference_batches`)."""
+    """How tagging cuts batches for this engine (:mod:`textorch.models.inference_batches`)."""
 
     def __init__(self, model_file: Path, head: torch.nn.Module, threads: int | None = None) -> None:
         super().__init__(model_file, threads)
@@ -223,8 +223,8 @@ def export_model(predictor, output: str | Path, quantize: bool = False, source_d
 
 
 def _task(predictor) -> str:
-    from textorch.classifier import TASK as CLS_TASK, TextClassifier
-    from textorch.labeler import TASK as SEQ_TASK, SequenceLabeler
+    from textorch.classification.classifier import TASK as CLS_TASK, TextClassifier
+    from textorch.tagging.labeler import TASK as SEQ_TASK, SequenceLabeler
 
     if isinstance(predictor, TextClassifier):
         return CLS_TASK

@@ -164,7 +164,7 @@ _INPUT_DOCS = {
 
 
 def tagger_graph(labeler) -> Graph:
-    """The emissions graph of a loaded :class:`~textorch.labeler.SequenceLabeler`, with example inputs."""
+    """The emissions graph of a loaded :class:`~textorch.tagging.labeler.SequenceLabeler`, with example inputs."""
     if not isinstance(labeler.model, SequenceTagger):
         raise ConfigError(f"ONNX export does not support the {labeler.model_config.architecture} network")
     module = ExportableTagger(labeler.model.cpu()).eval()
@@ -203,7 +203,7 @@ def transformer_layout(parts) -> dict:
 
 
 def export_labeler(labeler, output: str | Path, quantize: bool = False, source_dir: str | Path | None = None) -> Path:
-    """Write the ONNX export of a loaded :class:`~textorch.labeler.SequenceLabeler` atomically.
+    """Write the ONNX export of a loaded :class:`~textorch.tagging.labeler.SequenceLabeler` atomically.
 
     ``source_dir``, the model directory the labeler was loaded from, lets the engine recognise
     an export made from an older version of the model (its weights' checksum is recorded).

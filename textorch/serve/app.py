@@ -19,10 +19,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from textorch import __version__
-from textorch.api import tagging_answer, to_sequences
+from textorch.tagging.api import tagging_answer, to_sequences
 from textorch.data.corpus import TokenSequence
 from textorch.errors import TextorchError
-from textorch.labeler import Prediction
+from textorch.tagging.labeler import Prediction
 from textorch.serve.batcher import BatchStats, MicroBatcher
 from textorch.serve.classify import classification_runner, classify_answer
 from textorch.serve.config import ServerConfig

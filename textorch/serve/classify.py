@@ -25,7 +25,7 @@ def classification_runner(model: ServedModel, config: ServerConfig) -> Callable[
 def classify_answer(model: ServedModel, texts: list[str], predictions: list[Any], runtime_s: float) -> dict:
     """``{"software", "version", "model", "date", "runtime", "classes", "multi_label", "classifications":
     [{"text", "scores", "labels"}]}``, in request order."""
-    from textorch.cls_workflows import classification_document
+    from textorch.classification.runs import classification_document
     from textorch.data.cls_readers import ClsCorpus, ClsExample
 
     corpus = ClsCorpus([ClsExample(text) for text in texts])

@@ -82,11 +82,11 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
 
 def _loader(kind: str) -> Callable[..., Any]:
     if kind == TAGGER:
-        from textorch.labeler import SequenceLabeler
+        from textorch.tagging.labeler import SequenceLabeler
 
         return SequenceLabeler.load
     try:
-        from textorch.classifier import TextClassifier  # type: ignore[import-not-found]
+        from textorch.classification.classifier import TextClassifier  # type: ignore[import-not-found]
     except ImportError:
         raise ConfigError("this textorch has no text classifier; cannot serve a classification model") from None
     return TextClassifier.load
@@ -104,7 +104,7 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
     there what is faster there (:func:`textorch.onnx.engine.attach_auto`).
     ``precision="bf16"`` runs the PyTorch networks under bfloat16 autocast (``--precision``).
     """
-    from textorch.inference_precision import check_inference_precision
+    from textorch.runtime.precision import check_inference_precision
     from textorch.onnx.engine import check_engine, use_engine
 
     check_engine(engine, device, quantized)

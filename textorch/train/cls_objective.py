@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from textorch.config import TrainConfig
+from textorch.train.config import TrainConfig
 from textorch.errors import ConfigError
 from textorch.models.classifiers import TransformerClassifierNet
 

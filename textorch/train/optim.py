@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from textorch.config import TrainConfig
+from textorch.train.config import TrainConfig
 from textorch.models.transformer import TransformerEmbedder
 
 _NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")

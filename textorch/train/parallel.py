@@ -13,10 +13,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from textorch.config import TrainConfig
+from textorch.train.config import TrainConfig
 from textorch.data.batching import shard
 from textorch.errors import ConfigError
-from textorch.inference_precision import warn_without_native_bf16
+from textorch.runtime.precision import warn_without_native_bf16
 from textorch.train.dist import DistContext
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

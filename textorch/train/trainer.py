@@ -14,17 +14,17 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from textorch.config import TrainConfig
+from textorch.train.config import TrainConfig
 from textorch.data.batching import bucketed_batches
 from textorch.train.checkpoint import final_result, restore_rng, resume_progress
 from textorch.train.dist import DistContext
+from textorch.train.records import EpochRecord, Progress, TrainingResult
 from textorch.train.parallel import Precision, no_sync_unless, plan_micro_batches, wrap_for_training
 
 if TYPE_CHECKING:
@@ -37,46 +37,6 @@ class TrainingData(Protocol):
     def lengths(self) -> list[int]: ...
 
     def batch(self, indices: list[int]): ...
-
-
-@dataclass
-class EpochRecord:
-    epoch: int
-    loss: float
-    valid_score: float | None
-    learning_rate: float
-    seconds: float
-    tokens_per_s: float
-
-
-@dataclass
-class TrainingResult:
-    history: list[EpochRecord] = field(default_factory=list)
-    best_epoch: int = 0
-    best_score: float | None = None
-    stopped_early: bool = False
-    train_seconds: float = 0.0
-    tokens_per_s: float = 0.0
-
-
-@dataclass
-class Progress:
-    """Where a run stands: with the weights and optimizer, what a checkpoint needs to continue it."""
-
-    result: TrainingResult
-    epoch: int = 1
-    """The epoch running (or to run next)."""
-    step: int = 0
-    """Optimizer steps of that epoch already done."""
-    global_step: int = 0
-    epochs_without_gain: int = 0
-    best_state: dict | None = None
-    totals: torch.Tensor | None = None
-    """Loss, sequence and token sums of a resumed epoch's steps before the checkpoint."""
-    total_tokens: float = 0.0
-    elapsed_s: float = 0.0
-    rng: list[dict[str, Any]] | None = None
-    """Random states of every process, from a checkpoint, restored just before the first step."""
 
 
 OptimizerFactory = Callable[[nn.Module, TrainConfig, int], "tuple[torch.optim.Optimizer, object | None]"]

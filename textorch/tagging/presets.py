@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from textorch.config import ModelConfig
+from textorch.tagging.config import ModelConfig
 from textorch.data.corpus import Corpus
 from textorch.data.validated import read_validated
 from textorch.errors import ConfigError, DataError

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from textorch.api import LabelerAPI, read_evaluation_corpus
-from textorch.config import DataConfig, ModelConfig, TrainConfig, from_dict, to_dict
+from textorch.tagging.api import LabelerAPI, read_evaluation_corpus
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, from_dict, to_dict
 from textorch.data.batching import Batch, collate, token_type_table, with_padding_row
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import EncodedSequence, SequenceEncoder
@@ -24,9 +24,9 @@ from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
-from textorch.gc_pause import without_gc_pauses
-from textorch.inference_batches import group_costs, inference_batches
-from textorch.inference_precision import batch_precision, inference_autocast
+from textorch.runtime.gc_pause import without_gc_pauses
+from textorch.models.inference_batches import group_costs, inference_batches
+from textorch.runtime.precision import batch_precision, inference_autocast
 from textorch.models.crf import CRF
 from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.crf_compiled import tagging_time_spent
@@ -138,7 +138,7 @@ class SequenceLabeler(LabelerAPI):
         self.precision = "fp32"
         """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
         ``bf16`` autocast for batches of 8 sequences or more (``--precision``, see
-        :mod:`textorch.inference_precision`)."""
+        :mod:`textorch.runtime.precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
 

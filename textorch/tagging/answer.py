@@ -11,7 +11,7 @@ import datetime as _dt
 from textorch import __version__
 from textorch.data.corpus import TokenSequence
 from textorch.eval.metrics import extract_entities
-from textorch.labeler import Prediction
+from textorch.tagging.labeler import Prediction
 
 
 def entities(sequence: TokenSequence, prediction: Prediction) -> list[dict]:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import torch
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig, to_dict
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, to_dict
 from textorch.data.corpus import Corpus
-from textorch.data.readers import read_conll, read_grobid, read_labelled, read_text
+from textorch.data.readers import read_conll, read_grobid, read_text
 from textorch.data.splits import holdout
 from textorch.data.validated import read_validated
 from textorch.errors import ConfigError
 from textorch.eval.report import format_report
-from textorch.labeler import TASK, Prediction, SequenceLabeler
+from textorch.tagging.labeler import TASK, Prediction, SequenceLabeler
 from textorch.model_dir import check_writable
 from textorch.train.dist import DistContext
 from textorch.train.resume import COMPLETE, CheckpointOptions, RunCheckpoints, describe_run, prepare_run

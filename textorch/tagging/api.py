@@ -14,13 +14,13 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.tokenize import tokenize
 from textorch.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # imported for annotations only: labeler.py imports this module
-    from textorch.labeler import Prediction, SequenceLabeler
+    from textorch.tagging.labeler import Prediction, SequenceLabeler
 
 Token = str | Sequence[str]
 """A bare token, or ``[token, feature, ...]`` as GROBID sends it."""
@@ -74,7 +74,7 @@ def _train_from_corpora(
     configs: tuple[ModelConfig, TrainConfig, DataConfig], device: str, cache_dir: str | None,
 ) -> "SequenceLabeler":
     """Build and fit on in-memory corpora (what ``train_tagger`` does for files)."""
-    from textorch import workflows
+    from textorch.tagging import runs as workflows
     from textorch.model_dir import check_writable
     from textorch.train.dist import DistContext, resolve_device
 
@@ -95,7 +95,7 @@ def _train_from_corpora(
 
 
 class LabelerAPI:
-    """``train`` and ``tag`` for :class:`~textorch.labeler.SequenceLabeler`."""
+    """``train`` and ``tag`` for :class:`~textorch.tagging.labeler.SequenceLabeler`."""
 
     @classmethod
     def train(
@@ -133,7 +133,7 @@ class LabelerAPI:
         """
         configs = split_options({**options, "architecture": architecture, "embeddings": embeddings})
         if isinstance(train, (str, Path)) and (valid is None or isinstance(valid, (str, Path))):
-            from textorch import workflows
+            from textorch.tagging import runs as workflows
             from textorch.train.dist import DistContext, resolve_device
 
             outcome = workflows.train_tagger(
@@ -227,7 +227,7 @@ def tagging_answer(
 ) -> dict:
     """DeLFT's tagging JSON; for token-list input each text also carries its per-token labels."""
     from textorch.data.tags import iob2_to_grobid
-    from textorch.output import tagging_document
+    from textorch.tagging.answer import tagging_document
 
     document = tagging_document(model_name, sequences, predictions, runtime_s)
     if pretokenised:

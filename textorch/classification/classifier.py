@@ -22,15 +22,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from textorch.config import TrainConfig
+from textorch.train.config import TrainConfig
 from textorch.data.cls_batching import EncodedTexts, PieceEncoder, WordEncoder
 from textorch.data.cls_readers import ClsCorpus, stratified_folds
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.eval.cls_metrics import ClassCounts
-from textorch.inference_batches import group_costs, inference_batches
-from textorch.inference_precision import batch_precision, inference_autocast
+from textorch.models.inference_batches import group_costs, inference_batches
+from textorch.runtime.precision import batch_precision, inference_autocast
 from textorch.model_dir import load_model_dir, save_model_dir
 from textorch.models.classifiers import (
     CLS_BUILDERS,
@@ -139,7 +139,7 @@ class TextClassifier:
         self.precision = "fp32"
         """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
         ``bf16`` autocast for batches of 8 texts or more (``--precision``, see
-        :mod:`textorch.inference_precision`)."""
+        :mod:`textorch.runtime.precision`)."""
 
     # ----------------------------------------------------------------- building
     @classmethod

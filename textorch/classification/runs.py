@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from textorch import __version__
-from textorch.classifier import TASK, ClsDataConfig, ClsModelConfig, ClsPrediction, TextClassifier
-from textorch.config import TrainConfig
+from textorch.classification.classifier import TASK, ClsDataConfig, ClsModelConfig, ClsPrediction, TextClassifier
+from textorch.train.config import TrainConfig
 from textorch.data.cls_readers import ClsCorpus, detect_format, read_cls, stratified_holdout
 from textorch.errors import ConfigError
 from textorch.eval.cls_metrics import summarize_folds

@@ -21,7 +21,7 @@ import torch
 from textorch.data.corpus import TokenSequence
 from textorch.data.vocab import Vocabulary
 from textorch.errors import ModelFormatError
-from textorch.labeler import SequenceLabeler, _build_network
+from textorch.tagging.labeler import SequenceLabeler, _build_network
 
 logger = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
 from textorch.eval.training_report import summarize_label_folds
-from textorch.labeler import TASK, SequenceLabeler
+from textorch.tagging.labeler import TASK, SequenceLabeler
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import FoldExchange, fold_exchange
 from textorch.train.history import RunRecord, TrainingHistory

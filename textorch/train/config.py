@@ -1,58 +1,10 @@
-"""Configuration of a sequence-labelling run, split by concern; every default lives here.
-
-The CLI builds its options from these fields, and the resolved values are written into the
-model directory's ``config.json``.
-"""
+"""Optimisation settings shared by both tasks, and the JSON round trip of any config dataclass."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
 from textorch.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Network shape. Defaults are DeLFT's for the BiLSTM family."""
-
-    architecture: str = "BidLSTM_CRF"
-    char_dim: int = 25
-    """Character embedding size."""
-    char_hidden: int = 25
-    """Character BiLSTM units per direction (the char CNN uses twice this many filters)."""
-    word_hidden: int = 100
-    """Word-level BiLSTM/BiGRU units per direction."""
-    dense_hidden: int = 100
-    """Units of the tanh layer between the recurrent encoder and the output layer, as DeLFT's
-    BiLSTM family has (0: none). Models saved before this option existed have none."""
-    feature_dim: int = 4
-    """Embedding size of each categorical feature column."""
-    feature_output_dim: int = 32
-    """Size of the projected feature channel."""
-    dropout: float = 0.5
-    max_char_length: int = 30
-    """Characters of a token seen by the character encoder."""
-    transformer: str | None = None
-    """BERT family: local Hugging Face model directory, transformers-registry name or hub name."""
-    transformer_window: int = 0
-    """Sub-tokens per encoder window, special tokens included (0: the encoder's limit)."""
-    transformer_stride: int = 0
-    """Sub-tokens between the starts of consecutive windows (0: half a window)."""
-    transformer_dropout: float = 0.1
-    """Dropout on the BERT family's word vectors (``dropout`` is for the recurrent family)."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not 0.0 <= self.transformer_dropout < 1.0:
-            raise ConfigError(f"transformer_dropout must be in [0, 1), got {self.transformer_dropout}")
-        if self.transformer_window < 0 or self.transformer_stride < 0:
-            raise ConfigError("--transformer-window and --transformer-stride must be >= 0 (0: automatic)")
-        if self.dense_hidden < 0:
-            raise ConfigError(f"dense_hidden must be >= 0 (0: no dense layer), got {self.dense_hidden}")
-        for name in ("char_dim", "char_hidden", "word_hidden", "feature_dim", "feature_output_dim", "max_char_length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -124,18 +76,6 @@ class TrainConfig:
     def micro_batch_size(self, world_size: int) -> int:
         """Sequences one device processes at once (at most): global / (devices x accumulation)."""
         return -(-self.batch_size // (world_size * self.grad_accum))
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """How the input is read and which external resources feed the model."""
-
-    format: str | None = None
-    """``conll`` or ``grobid``; None detects it from the file."""
-    embeddings: str = "none"
-    """Registry name, path of a GloVe/word2vec/fastText file, or ``none``."""
-    feature_columns: str | None = None
-    """GROBID feature columns for the feature channel, e.g. ``9-15``; None chooses from the data."""
 
 
 def to_dict(config: object) -> dict:

@@ -14,17 +14,17 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from textorch.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.data.splits import holdout
 from textorch.data.validated import read_validated
 from textorch.errors import ConfigError, DataError, ModelFormatError
-from textorch.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.model_dir import check_writable
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
 from textorch.train.history import read_history, record_final_scores
-from textorch.workflows import TrainOutcome, _open_embeddings, report, write_metrics
+from textorch.tagging.runs import TrainOutcome, _open_embeddings, report, write_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def split_for_training(
 def _continue_from(input_model: str, train: Corpus, device: torch.device | str, cache_dir: str | None,
                    seed: int) -> tuple[SequenceLabeler, list]:
     """The saved model, vocabularies and layers grown for ``train``, and its earlier history runs."""
-    from textorch.incremental import prepare_incremental
+    from textorch.tagging.incremental import prepare_incremental
 
     labeler = SequenceLabeler.load(input_model, device=device, cache_dir=cache_dir)
     if train.format != labeler.input_format:
@@ -132,7 +132,7 @@ def train_corpora(
         with ctx.local_main_first():  # one process per machine builds the embeddings cache
             embeddings = _open_embeddings(data_config.embeddings, cache_dir)
         if fold_count > 1:
-            from textorch.folds import train_folds
+            from textorch.tagging.folds import train_folds
 
             folds = train_folds(train, test, model_config, train_config, data_config, fold_count, embeddings, device, ctx, spread)
             labeler = folds.labeler
