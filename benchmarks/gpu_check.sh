@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out
 $py -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))" | tee -a "$out/machine.txt"
 
 step "CUDA tests"
-timeout 150 $py -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_crf.py -k cuda 2>&1 | tail -25 | tee "$out/tests.log"
+timeout 150 $py -m pytest -q -p no:cacheprovider tests/train/test_cuda.py tests/models/test_crf.py -k cuda 2>&1 | tail -25 | tee "$out/tests.log"
 
 step "throughput"
 timeout 170 $py benchmarks/bench_gpu.py --devices 1 --sentences 8000 --transformer-sentences 3000 \

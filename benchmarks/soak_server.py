@@ -1,6 +1,6 @@
 """Long soak of ``textorch serve``: rounds of mixed valid and abusive requests, memory watched.
 
-The short version runs in the test suite (``tests/test_server_soak.py``); this one keeps going
+The short version runs in the test suite (``tests/serve/test_server_soak.py``); this one keeps going
 for ``--rounds`` rounds of ``--requests`` requests from ``--clients`` concurrent clients, or
 until ``--seconds`` have passed, whichever comes first, against a server on 127.0.0.1 only.
 The request mix (``tests/server_abuse.py``): about half valid requests (tag raw texts, tag

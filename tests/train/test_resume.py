@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import REPO, write_tiny_conll
-from test_classification import write_tiny_csv
+from tiny_classification import write_tiny_csv
 from textorch.cli.main import main
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.readers import read_conll

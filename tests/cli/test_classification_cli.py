@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_classification import write_tiny_csv
+from tiny_classification import write_tiny_csv
 from textorch.cli.main import main
 from textorch.models.classifiers import CLS_ARCHITECTURES
 

@@ -25,7 +25,7 @@ from textorch.errors import ConfigError, DataError
 
 
 def _shared_data() -> Path:
-    default = Path(__file__).resolve().parents[2] / "shared" / "data"
+    default = Path(__file__).resolve().parents[3] / "shared" / "data"
     return Path(os.environ.get("TEXTORCH_SHARED_DATA", default))
 
 

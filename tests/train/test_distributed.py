@@ -36,7 +36,7 @@ from textorch.train.launch import torchrun_arguments
 from textorch.train.parallel import plan_micro_batches
 from textorch.train.trainer import Trainer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = ModelConfig(char_dim=8, char_hidden=8, word_hidden=8, feature_dim=2, feature_output_dim=4, dropout=0.0)
 PEOPLE = ["John", "Mary", "Peter", "Anna", "Paul"]
 PLACES = ["Paris", "Berlin", "Rome", "Madrid"]

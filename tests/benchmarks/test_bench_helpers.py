@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 
 from conftest import write_tiny_grobid
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import bench_data  # noqa: E402
 import bench_table  # noqa: E402

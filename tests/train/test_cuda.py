@@ -1,7 +1,7 @@
 """The CUDA paths: training in each precision, saving, loading on another device, tagging.
 
 Skipped without a GPU (CI has none); run on a GPU machine with
-``python -m pytest tests/test_cuda.py tests/test_crf.py -k cuda``. The model trained on the GPU
+``python -m pytest tests/train/test_cuda.py tests/models/test_crf.py -k cuda``. The model trained on the GPU
 must save fp32 weights that load and tag identically on the CPU, so a model trained on a GPU
 server runs unchanged where GROBID tags (usually a CPU).
 """
@@ -18,7 +18,7 @@ import torch
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.model_dir import load_model_dir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (GPU paths run on a GPU machine)")
 

@@ -414,7 +414,7 @@ def test_registry_errors(tmp_path: Path) -> None:
 
 
 def _shared_embeddings() -> Path:
-    default = Path(__file__).resolve().parents[2] / "shared" / "embeddings"
+    default = Path(__file__).resolve().parents[3] / "shared" / "embeddings"
     return Path(os.environ.get("TEXTORCH_SHARED_EMBEDDINGS", default))
 
 

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from test_classification import FILLER, KEYWORDS, TINY, tiny_examples, write_tiny_csv, write_tiny_vectors  # noqa: E402
+from tiny_classification import FILLER, KEYWORDS, TINY, tiny_examples, write_tiny_csv, write_tiny_vectors  # noqa: E402
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
 from textorch.tagging.config import TrainConfig  # noqa: E402
 from textorch.data.cls_readers import ClsCorpus, ClsExample  # noqa: E402

@@ -131,7 +131,7 @@ def test_kept_character_vectors_never_cross_between_fp32_and_bf16(tiny_conll: Pa
 
 
 def test_bf16_classification_stays_close_to_fp32() -> None:
-    from test_classification import _train, tiny_examples
+    from tiny_classification import _train, tiny_examples
 
     from textorch.data.cls_readers import ClsCorpus
 
