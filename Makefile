@@ -25,6 +25,8 @@ demo: install
 	$(BIN)/textorch demo
 
 test: install
+	# The package's layering (pyproject.toml [tool.importlinter], docs/architecture.md), then the suite.
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -x --durations=15
 
 # Side by side with DeLFT 1.2.0 (its own venv under benchmarks/work/, made on first use); --quick: under 10 min.

@@ -117,6 +117,9 @@ class ClsPrediction:
 class TextClassifier:
     """Classes, text encoder and an ensemble of networks; see the module docstring."""
 
+    task = TASK
+    """Which task the predictor serves; the shared engines (ONNX, server) ask this instead of importing the class."""
+
     def __init__(self, model_config: ClsModelConfig, data_config: ClsDataConfig, classes: list[str], multi_label: bool,
                  network: ClassifierEnsemble, text_encoder: WordEncoder | PieceEncoder, embeddings: object | None = None,
                  transformer_parts: object | None = None, device: torch.device | str = "cpu") -> None:

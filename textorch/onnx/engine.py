@@ -223,14 +223,11 @@ def export_model(predictor, output: str | Path, quantize: bool = False, source_d
 
 
 def _task(predictor) -> str:
-    from textorch.classification.classifier import TASK as CLS_TASK, TextClassifier
-    from textorch.tagging.labeler import TASK as SEQ_TASK, SequenceLabeler
-
-    if isinstance(predictor, TextClassifier):
-        return CLS_TASK
-    if isinstance(predictor, SequenceLabeler):
-        return SEQ_TASK
-    raise ConfigError(f"ONNX export does not know a {type(predictor).__name__}")
+    """The predictor's task, asked of the object so that this shared engine imports neither task package."""
+    task = getattr(predictor, "task", None)
+    if task not in ("sequence_labelling", "text_classification"):
+        raise ConfigError(f"ONNX export does not know a {type(predictor).__name__}")
+    return task
 
 
 def _read_description(directory: Path) -> dict | None:

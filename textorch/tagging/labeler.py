@@ -104,6 +104,9 @@ WORD_TABLE_MAX_BYTES = 512 * 2**20
 class SequenceLabeler(LabelerAPI):
     """A trained tagger: vocabularies, network and the word vectors it was trained with."""
 
+    task = TASK
+    """Which task the predictor serves; the shared engines (ONNX, server) ask this instead of importing the class."""
+
     def __init__(
         self,
         encoder: SequenceEncoder,

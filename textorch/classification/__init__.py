@@ -1,0 +1,1 @@
+"""Text classification: the TextClassifier, its configuration and runs."""
