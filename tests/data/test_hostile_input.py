@@ -343,20 +343,28 @@ def _write(tmp_path: Path, name: str, data: bytes, compress: bool) -> Path:
     return path
 
 
+def _read_every_way(path: Path, fmt: str, reader: Callable[[Path], Corpus], n_lines: int) -> list[Corpus]:
+    """``path`` detected as ``fmt`` and read by its reader, by read_labelled (told the format and
+    not) and by the validator, which finds nothing wrong; every corpus a valid one."""
+    with watchdog():
+        assert detect_format(path) == fmt
+        check = check_file(path)
+        corpora = [reader(path), read_labelled(path), read_labelled(path, fmt), check.corpus]
+    assert check.errors == []
+    for corpus in corpora:
+        _check_labelled(corpus, n_lines)
+        assert corpus.format == fmt
+    return corpora
+
+
 @_HYPOTHESIS
 @given(file=_conll_files(), compress=st.booleans())
 def test_valid_conll_files_are_read_whole(tmp_path: Path, file: tuple, compress: bool) -> None:
     data, expected, columns = file
     path = _write(tmp_path, "f.conll", data, compress)
-    with watchdog():
-        assert detect_format(path) == "conll"
-        corpora = [read_conll(path), read_labelled(path), read_labelled(path, "conll"), check_file(path).corpus]
-        check = check_file(path)
-    assert check.errors == []
-    for corpus in corpora:
-        _check_labelled(corpus, _lines_of(data))
+    for corpus in _read_every_way(path, "conll", read_conll, _lines_of(data)):
         assert [(s.tokens, s.labels) for s in corpus.sequences] == expected
-        assert corpus.format == "conll" and corpus.extra["columns"] == columns
+        assert corpus.extra["columns"] == columns
     assert [s.tokens for s in read_conll(path, labelled=False).sequences] == [tokens for tokens, _ in expected]
 
 
@@ -365,16 +373,10 @@ def test_valid_conll_files_are_read_whole(tmp_path: Path, file: tuple, compress:
 def test_valid_grobid_files_are_read_whole(tmp_path: Path, file: tuple, compress: bool) -> None:
     data, expected, n_features = file
     path = _write(tmp_path, "f.train", data, compress)
-    with watchdog():
-        assert detect_format(path) == "grobid"
-        corpora = [read_grobid(path), read_labelled(path), read_labelled(path, "grobid"), check_file(path).corpus]
-        unlabelled = read_grobid(path, labelled=False, n_features=n_features)
-        check = check_file(path)
-    assert check.errors == []
-    for corpus in corpora:
-        _check_labelled(corpus, _lines_of(data))
+    for corpus in _read_every_way(path, "grobid", read_grobid, _lines_of(data)):
         assert [(s.tokens, s.features, s.labels) for s in corpus.sequences] == expected
-        assert corpus.format == "grobid" and corpus.n_features == n_features
+        assert corpus.n_features == n_features
+    unlabelled = read_grobid(path, labelled=False, n_features=n_features)
     assert [(s.tokens, s.features) for s in unlabelled.sequences] == [(t, f) for t, f, _ in expected]
 
 
