@@ -341,3 +341,20 @@ def test_a_failed_model_directory_write_is_one_line_and_exit_2(
     line = _one_error_line(capsys.readouterr().err)
     assert line == f"textorch: error: {model}: cannot write the model directory (No space left on device)"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".model")] == []  # no half-written directory
+
+
+def test_a_failed_checkpoint_cleanup_after_training_is_one_line_and_exit_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """The checkpoints of a finished run cannot be deleted (a file system gone read-only)."""
+    from textorch.train import resume
+
+    def read_only(place: Path) -> None:
+        raise OSError(30, "Read-only file system", str(place))
+
+    model = tmp_path / "model"
+    monkeypatch.setattr(resume, "_remove_checkpoints", read_only)
+    capsys.readouterr()
+    assert main([*_training_command("seq", tmp_path, model), "--max-epoch", "1"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"textorch: error: {tmp_path / 'model.checkpoints'}: cannot finish the checkpoints"), line
+    assert "Read-only file system" in line
