@@ -172,3 +172,36 @@ def test_unwritable_output_fails_before_any_training(tiny_grobid: Path, tmp_path
     err = capsys.readouterr().err
     assert f"{blocker / 'model'}: cannot write the model here ({blocker} is a file, not a directory)" in err
     assert blocker.read_text() == "not a directory\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, a pseudo file system")
+@pytest.mark.parametrize("command", ["seq", "cls"])
+def test_output_on_a_pseudo_file_system_fails_before_any_training(
+        command: str, tiny_grobid: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """``os.access`` says /proc is writable (to root); creating a directory there fails. The probe
+    must find that before training, not the first checkpoint after a whole epoch."""
+    from textorch.classification.classifier import TextClassifier
+    from tiny_classification import write_tiny_csv
+
+    calls = []
+    for trainer in (SequenceLabeler, TextClassifier):
+        monkeypatch.setattr(trainer, "build", lambda *a, **k: calls.append("build"))
+    data = tiny_grobid if command == "seq" else write_tiny_csv(tmp_path / "tiny.csv")
+    output = f"/proc/textorch-test-{command}-x"
+    assert main([command, "train", "--train", str(data), "--output", output, "--max-epoch", "1"]) == 2
+    assert calls == []
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"textorch: error: {output}: cannot write the model here (creating a directory in /proc fails: "), errors
+    assert not Path(output).exists()
+
+
+def test_the_probe_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The output's parent is probed, and the output itself when it exists (checkpoints go there)."""
+    from textorch.model_dir import check_writable
+
+    check_writable(tmp_path / "new" / "model")
+    (tmp_path / "old").mkdir()
+    check_writable(tmp_path / "old")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["old"]

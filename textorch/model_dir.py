@@ -38,8 +38,12 @@ def _sha256(path: Path) -> str:
 def check_writable(target: str | Path) -> None:
     """Fail before a long training run, not after it, when the output cannot be written.
 
-    The nearest existing ancestor must be a writable directory: a regular file on the path
-    (``out.txt/model``) would otherwise pass as writable when running as root.
+    Permission bits are not asked (``os.access``): root passes them everywhere, and a
+    pseudo or read-only file system (``/proc``, a read-only mount) says yes and refuses
+    the write. A probe directory is created and removed instead, in the nearest existing
+    ancestor (where the model directory and its atomic-save sibling are made) and in
+    ``target`` itself when it exists (where checkpoints go). Probe names are unique, so
+    the processes of one run may probe at the same time.
     """
     try:
         if Path(target).exists() and not Path(target).is_dir():
@@ -47,12 +51,18 @@ def check_writable(target: str | Path) -> None:
         probe_dir = Path(target).resolve().parent
         while not probe_dir.exists():
             probe_dir = probe_dir.parent
-        usable = probe_dir.is_dir() and os.access(probe_dir, os.W_OK | os.X_OK)
+        if not probe_dir.is_dir():
+            raise ModelFormatError(f"{target}: cannot write the model here ({probe_dir} is a file, not a directory)")
+        for place in [probe_dir] + ([Path(target)] if Path(target).is_dir() else []):
+            probe = place / f".textorch-probe-{uuid.uuid4().hex[:8]}"
+            try:
+                probe.mkdir()
+            except OSError as exc:
+                raise ModelFormatError(f"{target}: cannot write the model here (creating a directory in "
+                                       f"{place} fails: {exc.strerror or exc})") from None
+            probe.rmdir()
     except OSError as exc:  # a name too long, a loop of symbolic links...
         raise ModelFormatError(f"{target}: cannot write the model here ({exc.strerror or exc})") from None
-    if not usable:
-        why = "is not writable" if probe_dir.is_dir() else "is a file, not a directory"
-        raise ModelFormatError(f"{target}: cannot write the model here ({probe_dir} {why})")
 
 
 def save_model_dir(
@@ -62,12 +72,16 @@ def save_model_dir(
     state_dict: dict[str, torch.Tensor],
     extra_files: dict[str, str | bytes] | None = None,
 ) -> Path:
-    """Write a complete model directory at ``target``, replacing any previous one atomically."""
+    """Write a complete model directory at ``target``, replacing any previous one atomically.
+
+    A failed write (disk full, a read-only or pseudo file system) is a :class:`ModelFormatError`
+    naming ``target``: the user's to fix, so the CLI says it in one line rather than a traceback.
+    """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
         save_file(tensors, str(tmp / WEIGHTS_FILE))
         full_config = {
@@ -93,6 +107,9 @@ def save_model_dir(
         os.rename(tmp, target)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ModelFormatError(f"{target}: cannot write the model directory ({exc.strerror or exc})") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,5 +1,6 @@
 """ONNX export of text classifiers: every architecture, ensembles, multi-label, pre-trained vectors and
-bert give the PyTorch labels and probabilities within 1e-4; ``cls classify/eval --engine onnx``."""
+bert give the PyTorch labels and probabilities within 1e-4, and their int8 graphs the probabilities
+within :data:`INT8_ATOL` (labels equal except near-ties); ``cls classify/eval --engine onnx``."""
 
 from __future__ import annotations
 
@@ -34,8 +35,35 @@ def _train(corpus: ClsCorpus, architecture: str, folds: int = 1, embeddings=None
     return classifier
 
 
+INT8_ATOL = 0.01
+"""How far int8 probabilities may lie from PyTorch's. Dynamic quantisation rounds each weight
+matrix to 255 levels (activations stay float): a small relative error on the logits, which
+moves probabilities by less than this; weights or outputs that are garbled, misordered or
+zero move them by far more."""
+
+
+def assert_int8_agrees(classifier: TextClassifier, expected: list, got: list) -> None:
+    """Probabilities within :data:`INT8_ATOL` of PyTorch's, and the same labels wherever that error
+    cannot change them: a single-label class whose lead over the runner-up exceeds twice the
+    tolerance, a multi-label class whose probability lies further than it from its threshold.
+    Only near-ties may be decided otherwise, as rounding may tip them either way."""
+    assert len(got) == len(expected)
+    for want, have in zip(expected, got):
+        for c in classifier.classes:
+            assert have.scores[c] == pytest.approx(want.scores[c], abs=INT8_ATOL), (c, want.scores, have.scores)
+        if classifier.multi_label:
+            for c, threshold in zip(classifier.classes, classifier.thresholds):
+                if abs(want.scores[c] - threshold) > INT8_ATOL:
+                    assert (c in have.labels) == (c in want.labels), (c, want, have)
+        else:
+            first, second = sorted(want.scores.values())[-2:][::-1]
+            if first - second > 2 * INT8_ATOL:
+                assert have.labels == want.labels, (want, have)
+
+
 def _assert_onnx_equals_torch(classifier: TextClassifier, directory: Path, quantize: bool = False) -> float:
-    """Labels equal and probabilities within 1e-4 (batches of 7: mixed lengths); returns the largest difference."""
+    """Labels equal and probabilities within 1e-4 (batches of 7: mixed lengths); returns the largest
+    difference. With ``quantize`` the int8 graph is run too and held to :func:`assert_int8_agrees`."""
     expected = classifier.predict(TEXTS, batch_size=7)
     export_classifier(classifier, directory, quantize=quantize)
     attach_onnx(classifier, directory.parent, directory)
@@ -44,14 +72,18 @@ def _assert_onnx_equals_torch(classifier: TextClassifier, directory: Path, quant
     assert [p.labels for p in got] == [p.labels for p in expected]
     difference = max(abs(a.scores[c] - b.scores[c]) for a, b in zip(expected, got) for c in classifier.classes)
     assert difference < 1e-4
+    if quantize:
+        attach_onnx(classifier, directory.parent, directory, quantized=True)
+        assert classifier.runner.model_file.name == "model.int8.onnx"
+        assert_int8_agrees(classifier, expected, classifier.predict(TEXTS, batch_size=7))
+        classifier.runner = None
     return difference
-
 
 
 @pytest.mark.parametrize("architecture", [a for a in CLS_ARCHITECTURES if a != "bert"])
 def test_every_architecture_onnx_equals_pytorch(architecture: str, tmp_path: Path) -> None:
     classifier = _train(ClsCorpus(tiny_examples()), architecture)
-    _assert_onnx_equals_torch(classifier, tmp_path / "onnx")
+    _assert_onnx_equals_torch(classifier, tmp_path / "onnx", quantize=True)
     description = json.loads((tmp_path / "onnx" / "onnx-model.json").read_text())
     assert [i["name"] for i in description["inputs"]] == ["token_ids", "mask"]
     assert [o["name"] for o in description["outputs"]] == ["logits", "probabilities"]
@@ -72,7 +104,7 @@ def _multi_label_corpus() -> ClsCorpus:
 def test_multi_label_ensemble_with_thresholds(tmp_path: Path) -> None:
     classifier = _train(_multi_label_corpus(), "cnn", folds=2)
     classifier.thresholds = np.array([0.3, 0.6])  # labels depend on them: both must travel
-    _assert_onnx_equals_torch(classifier, tmp_path / "onnx")
+    _assert_onnx_equals_torch(classifier, tmp_path / "onnx", quantize=True)
     description = json.loads((tmp_path / "onnx" / "onnx-model.json").read_text())
     assert description["multi_label"] and description["members"] == 2
     assert description["thresholds"] == [0.3, 0.6] and len(description["member_thresholds"]) == 2
@@ -84,7 +116,7 @@ def test_single_label_ensemble_and_pretrained_vectors(tmp_path: Path) -> None:
     vectors = write_tiny_vectors(tmp_path / "tiny.vec.txt")
     embeddings = open_embeddings(str(vectors), cache_dir=tmp_path / "cache")
     classifier = _train(ClsCorpus(tiny_examples()), "gru_lstm", folds=3, embeddings=embeddings)
-    _assert_onnx_equals_torch(classifier, tmp_path / "onnx")
+    _assert_onnx_equals_torch(classifier, tmp_path / "onnx", quantize=True)
     description = json.loads((tmp_path / "onnx" / "onnx-model.json").read_text())
     assert [i["name"] for i in description["inputs"]] == ["word_vectors", "mask"]
     assert description["embeddings"]["dim"] == 6 and description["members"] == 3
@@ -153,7 +185,10 @@ def test_cli_classify_and_eval_with_the_onnx_engine(tmp_path: Path, capsys: pyte
         for a, b in zip(torch_records, documents[other]):
             assert b["scores"] == pytest.approx(a["scores"], abs=1e-4)
     assert len(documents["--engine onnx --quantized"]) == len(torch_records)
-    from textorch.classification.classifier import TextClassifier
+    from textorch.classification.classifier import ClsPrediction, TextClassifier
+
+    predictions = {engine: [ClsPrediction(r["labels"], r["scores"]) for r in records] for engine, records in documents.items()}
+    assert_int8_agrees(TextClassifier.load(model), predictions["--engine torch"], predictions["--engine onnx --quantized"])
     from textorch.onnx.engine import OnnxClassifierRunner
 
     assert isinstance(TextClassifier.load(model, engine="auto").runner, OnnxClassifierRunner)  # the API's --engine

@@ -267,3 +267,94 @@ def test_a_failed_write_leaves_no_checkpoint(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(CheckpointError, match="No space left on device"):
         checkpointer._write("e00001-s00000000", {}, {"a": torch.zeros(1)})
     assert list((tmp_path / "ck").iterdir()) == []
+
+
+def _one_error_line(err: str) -> str:
+    """The ``textorch: error:`` line of a failed command, which must be its only one, with no traceback."""
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("textorch: error: "), err[-2000:]
+    return errors[0]
+
+
+def _training_command(command: str, tmp_path: Path, model: Path) -> list[str]:
+    if command == "seq":
+        return ["seq", "train", "--train", str(write_tiny_conll(tmp_path / "train.conll", n=24)), "--output", str(model),
+                *SEQ]
+    options = [o for o in CLS if o not in ("--fold-count", "2")]
+    return ["cls", "train", "--train", str(write_tiny_csv(tmp_path / "train.csv", n=24)), "--output", str(model), *options]
+
+
+@pytest.mark.parametrize("command", ["seq", "cls"])
+def test_a_failed_checkpoint_write_mid_training_is_one_line_and_exit_2(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Disk full (or a file system that turned read-only) at the second checkpoint: the command
+    stops there, names the checkpoint directory, and exits 2 without a traceback."""
+    model = tmp_path / "model"
+    written = []
+    original = torch.save
+
+    def full_disk_at_the_second(obj, path, *args, **kwargs):
+        written.append(path)
+        if len(written) == 2:
+            raise OSError(28, "No space left on device", str(path))
+        return original(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_disk_at_the_second)
+    capsys.readouterr()
+    assert main(_training_command(command, tmp_path, model)) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"{model / 'checkpoints'}: cannot write checkpoint " in line and "No space left on device" in line
+    assert len(written) == 2 and not (model / "model.safetensors").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, a pseudo file system")
+@pytest.mark.parametrize("command", ["seq", "cls"])
+def test_a_checkpoint_directory_that_cannot_be_made_is_one_line_and_exit_2(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """With the output check out of the way (as when a file system turns read-only during the
+    run), the first checkpoint cannot create its directory: one line naming it, exit 2."""
+    from textorch.classification import runs as cls_runs
+    from textorch.tagging import runs as seq_runs
+
+    for runs in (seq_runs, cls_runs):
+        monkeypatch.setattr(runs, "check_writable", lambda output: None)
+    model = Path(f"/proc/textorch-test-{command}-x")
+    capsys.readouterr()
+    assert main(_training_command(command, tmp_path, model)) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"textorch: error: {model / 'checkpoints'}: cannot write checkpoint "), line
+
+
+@pytest.mark.parametrize("command", ["seq", "cls"])
+def test_a_failed_model_directory_write_is_one_line_and_exit_2(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from textorch import model_dir
+
+    def full_disk(tensors, filename, *args, **kwargs):
+        raise OSError(28, "No space left on device", filename)
+
+    model = tmp_path / "model"
+    monkeypatch.setattr(model_dir, "save_file", full_disk)
+    capsys.readouterr()
+    assert main([*_training_command(command, tmp_path, model), "--max-epoch", "1"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line == f"textorch: error: {model}: cannot write the model directory (No space left on device)"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".model")] == []  # no half-written directory
+
+
+def test_a_failed_checkpoint_cleanup_after_training_is_one_line_and_exit_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """The checkpoints of a finished run cannot be deleted (a file system gone read-only)."""
+    from textorch.train import resume
+
+    def read_only(place: Path) -> None:
+        raise OSError(30, "Read-only file system", str(place))
+
+    model = tmp_path / "model"
+    monkeypatch.setattr(resume, "_remove_checkpoints", read_only)
+    capsys.readouterr()
+    assert main([*_training_command("seq", tmp_path, model), "--max-epoch", "1"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"textorch: error: {tmp_path / 'model.checkpoints'}: cannot finish the checkpoints"), line
+    assert "Read-only file system" in line

@@ -226,9 +226,9 @@ class Checkpointer:
         trainer.ctx.barrier()
 
     def _write(self, name: str, meta: dict, state: dict) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.directory / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)
             tmp.mkdir()
             torch.save(state, tmp / STATE_FILE)
             full = {
@@ -262,7 +262,10 @@ class Checkpointer:
         """Keep the newest ``keep_last`` in-progress checkpoints; remove leftovers of killed writes."""
         in_progress = [p for p in list_checkpoints(self.directory) if p.name != FINAL]
         for old in in_progress[: max(len(in_progress) - self.keep_last, 0)]:
-            _discard(old)
+            try:
+                _discard(old)
+            except OSError as exc:
+                raise CheckpointError(f"{old}: cannot remove this old checkpoint ({exc.strerror or exc})") from None
         for pattern in (".tmp-*", ".trash-*"):  # what a kill during a write or a removal left
             for leftover in self.directory.glob(pattern):
                 shutil.rmtree(leftover, ignore_errors=True)

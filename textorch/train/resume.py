@@ -144,23 +144,32 @@ class RunCheckpoints:
     def before_save(self, ctx: DistContext) -> None:
         """Move ``OUTPUT/checkpoints`` beside the model directory, which the save replaces whole."""
         if ctx.is_main and self.kept is not None and self.root.exists():
-            if self.kept.exists():
-                _remove(self.kept)
-            os.rename(self.root, self.kept)
+            try:
+                if self.kept.exists():
+                    _remove(self.kept)
+                os.rename(self.root, self.kept)
+            except OSError as exc:
+                raise CheckpointError(f"{self.root}: cannot move the checkpoints to {self.kept} "
+                                      f"({exc.strerror or exc})") from None
         ctx.barrier()
 
     def finish(self, ctx: DistContext, test_scores: dict | None = None) -> None:
         """After a successful run: delete the checkpoints (unless kept), record completion."""
         if ctx.is_main:
-            if not self.options.keep:
-                for place in (self.root, self.kept):
-                    if place is not None and place.exists():
-                        _remove_checkpoints(place)
-            if self.output is None:
-                self.root.mkdir(parents=True, exist_ok=True)
-                record = {"run_sha256": self.run_sha256, "run": self.run, "test_scores": test_scores,
-                          "finished": _dt.datetime.now().astimezone().isoformat(timespec="seconds")}
-                _write_json_atomic(self.root / COMPLETE_FILE, record)
+            place = self.root
+            try:
+                if not self.options.keep:
+                    for place in (self.root, self.kept):
+                        if place is not None and place.exists():
+                            _remove_checkpoints(place)
+                place = self.root
+                if self.output is None:
+                    self.root.mkdir(parents=True, exist_ok=True)
+                    record = {"run_sha256": self.run_sha256, "run": self.run, "test_scores": test_scores,
+                              "finished": _dt.datetime.now().astimezone().isoformat(timespec="seconds")}
+                    _write_json_atomic(self.root / COMPLETE_FILE, record)
+            except OSError as exc:
+                raise CheckpointError(f"{place}: cannot finish the checkpoints ({exc.strerror or exc})") from None
             if self.options.keep:
                 logger.info("checkpoints kept in %s", self.kept if self.kept is not None else self.root)
         ctx.barrier()
