@@ -22,11 +22,13 @@ from textorch.cli.run_options import fold_parallel_option, incremental_input
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
+from textorch.models.architectures import get_architecture
 from textorch.train.dist import session
 
 logger = logging.getLogger(__name__)
 
-_APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns")
+_APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns",
+                  "feature_vocabulary_size")
 _ACTIONS = ("train", "train-eval", "eval", "tag")
 
 
@@ -100,10 +102,11 @@ def _grobid(args: argparse.Namespace) -> int:
         raise ConfigError(f"grobid {args.action} needs --input (a GROBID file, or a folder holding {args.model}-YYMMDD.train)")
     if args.action in ("train", "train-eval"):
         configs = _resolve(args, apps.grobid_defaults(args.model, args.architecture))
+        named = configs[2].feature_columns if get_architecture(args.architecture).features else None
 
         def read(train: TrainConfig) -> tuple[Corpus]:
             return (apps.read_grobid_data(args.input, args.model, train.max_sequence_length, args.skip_bad_sequences,
-                                          args.max_sequences),)
+                                          args.max_sequences, named),)
 
         return _train(args, configs, model_dir, read, hold_out_test=args.action == "train-eval")
     if args.action == "eval":

@@ -158,7 +158,7 @@ class SequenceLabeler(LabelerAPI):
         if train.n_features and data_config.feature_columns:
             columns = parse_columns(data_config.feature_columns, train.n_features)
         elif architecture.features:
-            columns = select_feature_columns(train.sequences, train.n_features)
+            columns = select_feature_columns(train.sequences, train.n_features, data_config.feature_vocabulary_size)
         else:
             columns = []
         encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length)
