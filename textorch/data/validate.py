@@ -41,7 +41,15 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from textorch.data.corpus import Corpus
+from textorch.data.findings import (
+    ERROR,
+    WARNING,
+    FileCheck,
+    Problem,
+    label_counts,
+    places,
+    plural,
+)
 from textorch.data.readers import (
     CONLL_COLUMNS,
     LABELLED_FORMATS,
@@ -54,10 +62,8 @@ from textorch.data.readers import (
     read_file_bytes,
     split_fields,
 )
-from textorch.data.findings import ERROR, WARNING, FileCheck, Problem, label_counts, places, plural
 from textorch.data.tags import GROBID_OTHER_SUFFIX, OUTSIDE, validate_label
 from textorch.errors import ConfigError, DataError
-
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _DETECT_SAMPLE = 1000
@@ -200,7 +206,8 @@ class _Walker:
                            "they are: a model with features takes its columns by index from the left", WARNING)
         if self.start_continuations:
             lines = self.start_continuations
-            self.check.add(lines[0], f"{plural(len(lines), 'sequence')} start with a continuation label "
+            verb = "starts" if len(lines) == 1 else "start"
+            self.check.add(lines[0], f"{plural(len(lines), 'sequence')} {verb} with a continuation label "
                                      f"({places(self.check.path, lines)}); read as the start of the field, "
                                      "as DeLFT reads it", WARNING)
 
