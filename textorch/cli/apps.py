@@ -152,7 +152,22 @@ def _ner(args: argparse.Namespace) -> int:
     return _train(args, configs, model_dir, read)
 
 
+def _grobid_bridge(args: argparse.Namespace) -> int:
+    from textorch.tagging.delft.bridge import write_bridge
+
+    written = write_bridge(args.directory)
+    print(f"wrote {len(written)} files in {args.directory}: name it as delft.install in grobid.yaml (docs/grobid.md)")
+    return 0
+
+
 def register(groups: argparse._SubParsersAction) -> None:
+    p = groups.add_parser("grobid-bridge", help="write the directory GROBID's grobid.yaml names as delft.install",
+                          description="Write a 'delft' package that forwards DeLFT's names (Sequence, the readers, "
+                                      "grobidTagger.py) to textorch, so that GROBID runs its deep-learning models with "
+                                      "textorch. See docs/grobid.md.")
+    p.add_argument("directory", metavar="DIR", help="the bridge directory (created if needed)")
+    p.set_defaults(run=_grobid_bridge)
+
     p = groups.add_parser("grobid", help="train, evaluate and use GROBID models with DeLFT's per-model settings",
                           description="DeLFT's grobidTagger: GROBID models (date, name-header, affiliation-address...) "
                                       "with the batch size, maximum sequence length, epochs and feature columns DeLFT "

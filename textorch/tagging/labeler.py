@@ -411,8 +411,10 @@ class SequenceLabeler(LabelerAPI):
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
         from textorch.onnx.engine import check_engine, use_engine
+        from textorch.tagging.delft.model_source import local_model_dir
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
+        directory = local_model_dir(directory)  # a DeLFT model directory: its converted copy
         config, vocab, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
