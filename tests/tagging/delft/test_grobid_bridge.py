@@ -62,7 +62,7 @@ def _unlabelled(source: Path, target: Path) -> Path:
 
 
 def _python(arguments: list[str], cwd: Path) -> str:
-    done = subprocess.run([sys.executable, *arguments], cwd=cwd, capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, *arguments], cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(Path.cwd()))})
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
