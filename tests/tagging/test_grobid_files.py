@@ -46,3 +46,13 @@ def test_sequences_opened_by_a_continuation_train(tmp_path: Path) -> None:
     data = tmp_path / "date.train"
     data.write_text("".join(f"June <month>\n{i + 1} I-<day>\n\n" for i in range(8)), encoding="utf-8")
     assert _train(data, tmp_path / "m", "BidLSTM_CRF") == 0
+
+
+def test_seq_train_holds_named_columns_to_the_same_rule(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    data = ragged_file(tmp_path / "date.train")
+    common = ["seq", "train", "--train", str(data), "--max-epoch", "1", "--early-stop", "false", "--feature-columns", "1-5"]
+    assert main([*common, "--output", str(tmp_path / "a"), "--architecture", "BidLSTM_CRF_FEATURES"]) == 2
+    assert "6 sequence(s) have fewer than the 6 feature columns" in capsys.readouterr().err
+    # a model without features never looks at feature columns, named or not
+    assert main([*common, "--output", str(tmp_path / "b"), "--architecture", "BidLSTM_CRF"]) == 0
+    assert json.loads((tmp_path / "b" / "vocab.json").read_text())["feature_columns"] == []

@@ -19,10 +19,9 @@ from pathlib import Path
 from textorch.tagging import presets as apps
 from textorch.cli import seq
 from textorch.cli.run_options import fold_parallel_option, incremental_input
-from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
-from textorch.models.architectures import get_architecture
 from textorch.train.dist import session
 
 logger = logging.getLogger(__name__)
@@ -102,7 +101,7 @@ def _grobid(args: argparse.Namespace) -> int:
         raise ConfigError(f"grobid {args.action} needs --input (a GROBID file, or a folder holding {args.model}-YYMMDD.train)")
     if args.action in ("train", "train-eval"):
         configs = _resolve(args, apps.grobid_defaults(args.model, args.architecture))
-        named = configs[2].feature_columns if get_architecture(args.architecture).features else None
+        named = named_feature_columns(configs[0], configs[2])
 
         def read(train: TrainConfig) -> tuple[Corpus]:
             return (apps.read_grobid_data(args.input, args.model, train.max_sequence_length, args.skip_bad_sequences,

@@ -93,3 +93,11 @@ def require_feature_columns(corpus: Corpus, spec: str, skip_bad_sequences: bool 
     logger.warning("%s:%d: %s: left out (--skip-bad-sequences)", corpus.path, short[0].line, what)
     dropped = {id(s) for s in short}
     return replace(corpus, sequences=[s for s in corpus.sequences if id(s) not in dropped])
+
+
+def require_feature_columns_of(corpora: tuple[Corpus | None, ...], spec: str | None,
+                               skip_bad_sequences: bool = False) -> tuple[Corpus | None, ...]:
+    """:func:`require_feature_columns` on each corpus of a run (None stays None; no ``spec``: as they are)."""
+    if not spec:
+        return corpora
+    return tuple(None if c is None else require_feature_columns(c, spec, skip_bad_sequences) for c in corpora)

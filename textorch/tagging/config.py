@@ -76,3 +76,11 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.feature_vocabulary_size < 1:
             raise ConfigError(f"--feature-vocabulary-size must be >= 1, got {self.feature_vocabulary_size}")
+
+
+def named_feature_columns(model: ModelConfig, data: DataConfig) -> str | None:
+    """The feature columns the user named, when the architecture reads features (else None: a
+    model without features never looks at feature columns)."""
+    from textorch.models.architectures import get_architecture
+
+    return data.feature_columns if get_architecture(model.architecture).features else None

@@ -155,7 +155,7 @@ class SequenceLabeler(LabelerAPI):
     ) -> "SequenceLabeler":
         """Fit vocabularies on ``train`` and create an untrained network for them."""
         architecture = get_architecture(model_config.architecture)
-        if train.n_features and data_config.feature_columns:
+        if architecture.features and train.n_features and data_config.feature_columns:
             columns = parse_columns(data_config.feature_columns, train.n_features)
         elif architecture.features:
             columns = select_feature_columns(train.sequences, train.n_features, data_config.feature_vocabulary_size)
