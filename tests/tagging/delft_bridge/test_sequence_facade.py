@@ -169,3 +169,25 @@ def test_grobid_tagger_arguments_become_textorch_grobid_ones(tmp_path: Path) -> 
         "--output", "data/models/sequenceLabelling/grobid-date-BidLSTM_CRF"]
     with pytest.raises(ConfigError, match="--use-ELMo"):
         textorch_arguments(["date", "train", "--use-ELMo"])
+
+
+def test_embedding_names_go_through_the_bridge_registry_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch.tagging.delft.embeddings import resolve_embeddings_name
+
+    vectors = tmp_path / "glove.txt"
+    vectors.write_text("june 0.1 0.2\n", encoding="utf-8")
+    package = tmp_path / "bridge" / "delft"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "resources-registry.json").write_text(json.dumps(
+        {"embeddings": [{"name": "glove-840B", "path": str(vectors)}, {"name": "fasttext-crawl", "path": "/no/such"}]}))
+    assert resolve_embeddings_name("glove-840B") == "glove-840B"  # no bridge imported: textorch's registry decides
+    bridge = type(sys)("delft")
+    bridge.__file__ = str(package / "__init__.py")
+    monkeypatch.setitem(sys.modules, "delft", bridge)
+    assert resolve_embeddings_name("glove-840B") == str(vectors)
+    assert resolve_embeddings_name("word2vec") == "word2vec" and resolve_embeddings_name(None) == "none"
+    with pytest.raises(ConfigError, match="fasttext-crawl.*not found"):
+        resolve_embeddings_name("fasttext-crawl")
+    arguments = textorch_arguments(["date", "train", "--embedding", "glove-840B"], bridge_dir=package.parent)
+    assert arguments[-2:] == ["--embeddings", str(vectors)]
