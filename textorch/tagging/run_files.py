@@ -76,7 +76,7 @@ def _continue_from(input_model: str, train: Corpus, device: torch.device | str, 
     labeler = SequenceLabeler.load(input_model, device=device, cache_dir=cache_dir)
     if train.format != labeler.input_format:
         raise ConfigError(f"{train.path}: {train.format} data, but {input_model} was trained on {labeler.input_format} data")
-    if train.n_features != labeler.n_features:
+    if labeler.encoder.feature_columns and train.n_features != labeler.n_features:  # a model without features reads none
         raise DataError(train.path, None, f"{train.n_features} feature columns, but {input_model} was trained "
                                           f"with {labeler.n_features}: the same GROBID model's features are needed")
     try:

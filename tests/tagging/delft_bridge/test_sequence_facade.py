@@ -191,3 +191,18 @@ def test_embedding_names_go_through_the_bridge_registry_first(tmp_path: Path, mo
         resolve_embeddings_name("fasttext-crawl")
     arguments = textorch_arguments(["date", "train", "--embedding", "glove-840B"], bridge_dir=package.parent)
     assert arguments[-2:] == ["--embeddings", str(vectors)]
+
+
+def test_grobid_incremental_training_continues_a_model_trained_from_a_file(tmp_path: Path, data: tuple) -> None:
+    from textorch.cli.main import main
+
+    models = tmp_path / "models"
+    assert main(["grobid", "date", "train", "--input", str(write_tiny_grobid(tmp_path / "date.train", n=16)),
+                 "--output", str(models / "date-BidLSTM_CRF"), "--max-epoch", "1", "--early-stop", "false"]) == 0
+    x, y, _ = data
+    # DeLFTModel.TrainTask with incremental: load the models folder, train in 0.x order, save
+    model = Sequence("date-BidLSTM_CRF", max_epoch=1, recurrent_dropout=0.50, use_ELMo=False, architecture="BidLSTM_CRF")
+    model.load(str(models))
+    model.train(x[:20], y[:20], x[20:], y[20:], incremental=True)
+    model.save(str(models))
+    assert len(json.loads((models / "date-BidLSTM_CRF" / "history.json").read_text())["runs"]) == 2
