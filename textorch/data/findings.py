@@ -97,3 +97,24 @@ def places(path: str, lines: list[int], shown: int = 3) -> str:
     """``file:line`` of the first few lines, and how many more."""
     places = ", ".join(f"{path}:{line}" for line in lines[:shown])
     return places + (f" and {len(lines) - shown} more" if len(lines) > shown else "")
+
+
+def grobid_departures(path: str, expected: int, other_widths: list[tuple[int, int]],
+                      start_continuations: list[int]) -> list[tuple[int, str]]:
+    """The warnings (line, message) for what GROBID's own files do and DeLFT trains on anyway:
+    sequences whose field count differs from the file's (``(line, fields)`` each), and sequences
+    opened by a continuation label (their lines). One warning per kind, with a count."""
+    found = []
+    if other_widths:
+        widths = ", ".join(str(w) for w in sorted({w for _, w in other_widths}))
+        message = (f"{plural(len(other_widths), 'sequence')} with {widths} fields where most have {expected} "
+                   f"({places(path, [n for n, _ in other_widths])}); read as they are: a model with features takes "
+                   "its columns by index from the left")
+        found.append((other_widths[0][0], message))
+    if start_continuations:
+        lines = start_continuations
+        verb = "starts" if len(lines) == 1 else "start"
+        message = (f"{plural(len(lines), 'sequence')} {verb} with a continuation label ({places(path, lines)}); "
+                   "read as the start of the field, as DeLFT reads it")
+        found.append((lines[0], message))
+    return found

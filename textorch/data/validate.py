@@ -46,9 +46,8 @@ from textorch.data.findings import (
     WARNING,
     FileCheck,
     Problem,
+    grobid_departures,
     label_counts,
-    places,
-    plural,
 )
 from textorch.data.readers import (
     CONLL_COLUMNS,
@@ -198,18 +197,8 @@ class _Walker:
 
     def report_grobid_departures(self, expected: int) -> None:
         """One warning per kind: sequences of another width, sequences opened by a continuation."""
-        if self.other_widths:
-            widths = ", ".join(str(w) for w in sorted({w for _, w in self.other_widths}))
-            self.check.add(self.other_widths[0][0],
-                           f"{plural(len(self.other_widths), 'sequence')} with {widths} fields where most have "
-                           f"{expected} ({places(self.check.path, [n for n, _ in self.other_widths])}); read as "
-                           "they are: a model with features takes its columns by index from the left", WARNING)
-        if self.start_continuations:
-            lines = self.start_continuations
-            verb = "starts" if len(lines) == 1 else "start"
-            self.check.add(lines[0], f"{plural(len(lines), 'sequence')} {verb} with a continuation label "
-                                     f"({places(self.check.path, lines)}); read as the start of the field, "
-                                     "as DeLFT reads it", WARNING)
+        for line, message in grobid_departures(self.check.path, expected, self.other_widths, self.start_continuations):
+            self.check.add(line, message, WARNING)
 
     def flush(self, end: int) -> None:
         if self.start < 0:
