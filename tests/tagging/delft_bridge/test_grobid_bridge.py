@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 
+import textorch
 from tests.conftest import write_tiny_grobid
 from textorch.cli.main import main
 from textorch.data.tags import iob2_to_grobid
+
+TEXTORCH_ROOT = str(Path(textorch.__file__).resolve().parents[1])
+"""The processes GROBID would start import the textorch under test, wherever it is installed."""
 
 # What JEPThreadPool evaluates once per interpreter (numpy/sklearn are GROBID's own imports:
 # only where installed), then what DeLFTModel evaluates per model and per call.
@@ -63,7 +67,7 @@ def _unlabelled(source: Path, target: Path) -> Path:
 
 def _python(arguments: list[str], cwd: Path) -> str:
     done = subprocess.run([sys.executable, *arguments], cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(Path.cwd()))})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([TEXTORCH_ROOT, os.environ.get("PYTHONPATH", "")])})
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
