@@ -187,7 +187,7 @@ GROBID_DATE = (
 def test_grobid_labelled(tmp_path: Path) -> None:
     corpus = read_grobid(_write(tmp_path, "d.train", GROBID_DATE))
     assert corpus.format == "grobid" and corpus.n_features == 3
-    assert corpus.extra == {"fields": 5, "labelled": True}
+    assert corpus.extra == {"fields": 5, "labelled": True, "common_features": 3}
     first, second = corpus.sequences
     assert first.tokens == ["June", "3", ",", "2009"]
     assert first.labels == ["B-<month>", "B-<day>", "O", "B-<year>"]
@@ -213,7 +213,7 @@ def test_grobid_dangling_continuation_is_tolerated(tmp_path: Path) -> None:
     ("text", "line", "fragment"),
     [
         ("a f g I-<x>\nb f I-<x>\n", 2, "expected 4 fields (as on line 1), found 3"),
-        ("\n \na f I-<x>\n\nb f g h I-<x>\n", 5, "expected 3 fields (as on line 3), found 5"),
+        ("\n \na f I-<x>\nb f g h <x>\n", 4, "expected 3 fields (as on line 3), found 5"),
         ("a f I-<x>\nb f B-<x>\n", 2, "invalid GROBID label 'B-<x>'"),
         ("a f O\n", 1, "invalid GROBID label 'O'"),
         ("lonely\n", 1, "expected at least 2 fields (token and label), found 1"),

@@ -21,11 +21,11 @@ TRAINED_FILES = ["config.json", "history.csv", "history.json", "learning-curves.
 
 def test_grobid_defaults_are_delfts() -> None:
     date = apps.grobid_defaults("date", "BidLSTM_CRF_FEATURES")
-    assert (date.batch_size, date.max_sequence_length, date.max_epoch, date.feature_columns) == (60, 50, 60, "9-15")
-    assert apps.grobid_defaults("date", "BidLSTM_CRF").feature_columns is None  # no feature channel
+    # feature columns: chosen from the data with DeLFT's features vocabulary size
+    assert (date.batch_size, date.max_sequence_length, date.max_epoch, date.feature_columns) == (60, 50, 60, None)
+    assert date.feature_vocabulary_size == 12
     header = apps.grobid_defaults("header", "BidLSTM_CRF")
     assert (header.batch_size, header.max_sequence_length, header.max_epoch) == (9, 2500, 80)
-    assert apps.grobid_defaults("affiliation-address", "BidLSTM_ChainCRF_FEATURES").feature_columns == "9-18"
     bert = apps.grobid_defaults("date", "BERT_CRF")
     assert (bert.batch_size, bert.max_sequence_length, bert.max_epoch) == (80, 30, 60)
     other = apps.grobid_defaults("funding-acknowledgement", "BidLSTM_CRF")
@@ -39,7 +39,7 @@ def test_command_line_values_win_over_application_defaults() -> None:
     defaults = apps.grobid_defaults("date", "BidLSTM_CRF_FEATURES")
     chosen = apps.resolve_options(defaults, {"batch_size": 7, "max_epoch": None, "feature_columns": "9-10"})
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
-                      "feature_columns": "9-10"}
+                      "feature_columns": "9-10", "feature_vocabulary_size": 12}
     cnn = apps.ner_defaults("BidLSTM_CNN_CRF")
     assert (cnn.max_epoch, cnn.word_hidden) == (30, 200)
     assert apps.ner_defaults("BERT_CRF").early_stop is False
@@ -66,7 +66,7 @@ def test_grobid_date_train_eval_eval_and_tag_on_shared_data(tmp_path: Path, monk
     model = tmp_path / "models" / "grobid-date-BidLSTM_CRF_FEATURES"
     assert sorted(p.name for p in model.iterdir()) == TRAINED_FILES
     config = json.loads((model / "config.json").read_text())
-    assert config["data"]["feature_columns"] == "9-15" and config["data"]["n_features"] == 16
+    assert config["data"]["feature_columns"] is None and config["data"]["n_features"] == 16  # chosen from the data
     assert SequenceLabeler.load(model).encoder.feature_columns == list(range(9, 16))
     assert json.loads(metrics.read_text())["n_sequences"] == 8  # 10% of the first 80 held out for testing
     assert len(read_history(model).runs[0].epochs) == 1

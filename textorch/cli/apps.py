@@ -19,14 +19,15 @@ from pathlib import Path
 from textorch.tagging import presets as apps
 from textorch.cli import seq
 from textorch.cli.run_options import fold_parallel_option, incremental_input
-from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
 from textorch.train.dist import session
 
 logger = logging.getLogger(__name__)
 
-_APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns")
+_APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns",
+                  "feature_vocabulary_size")
 _ACTIONS = ("train", "train-eval", "eval", "tag")
 
 
@@ -100,10 +101,11 @@ def _grobid(args: argparse.Namespace) -> int:
         raise ConfigError(f"grobid {args.action} needs --input (a GROBID file, or a folder holding {args.model}-YYMMDD.train)")
     if args.action in ("train", "train-eval"):
         configs = _resolve(args, apps.grobid_defaults(args.model, args.architecture))
+        named = named_feature_columns(configs[0], configs[2])
 
         def read(train: TrainConfig) -> tuple[Corpus]:
             return (apps.read_grobid_data(args.input, args.model, train.max_sequence_length, args.skip_bad_sequences,
-                                          args.max_sequences),)
+                                          args.max_sequences, named),)
 
         return _train(args, configs, model_dir, read, hold_out_test=args.action == "train-eval")
     if args.action == "eval":
@@ -149,7 +151,22 @@ def _ner(args: argparse.Namespace) -> int:
     return _train(args, configs, model_dir, read)
 
 
+def _grobid_bridge(args: argparse.Namespace) -> int:
+    from textorch.tagging.delft.bridge import write_bridge
+
+    written = write_bridge(args.directory)
+    print(f"wrote {len(written)} files in {args.directory}: name it as delft.install in grobid.yaml (docs/grobid.md)")
+    return 0
+
+
 def register(groups: argparse._SubParsersAction) -> None:
+    p = groups.add_parser("grobid-bridge", help="write the directory GROBID's grobid.yaml names as delft.install",
+                          description="Write a 'delft' package that forwards DeLFT's names (Sequence, the readers, "
+                                      "grobidTagger.py) to textorch, so that GROBID runs its deep-learning models with "
+                                      "textorch. See docs/grobid.md.")
+    p.add_argument("directory", metavar="DIR", help="the bridge directory (created if needed)")
+    p.set_defaults(run=_grobid_bridge)
+
     p = groups.add_parser("grobid", help="train, evaluate and use GROBID models with DeLFT's per-model settings",
                           description="DeLFT's grobidTagger: GROBID models (date, name-header, affiliation-address...) "
                                       "with the batch size, maximum sequence length, epochs and feature columns DeLFT "

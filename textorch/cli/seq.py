@@ -37,7 +37,9 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--architecture", default="BidLSTM_CRF", choices=list(ARCHITECTURES), metavar="NAME",
                         help="model architecture (default: BidLSTM_CRF; see 'textorch seq architectures')")
     parser.add_argument("--embeddings", default="none", help="registry name, path to a GloVe/word2vec/fastText file, or none (default)")
-    parser.add_argument("--feature-columns", default=None, help="GROBID feature columns for *_FEATURES models, e.g. 9-15 (default: chosen from the data)")
+    parser.add_argument("--feature-columns", "--features-indices", default=None, help="GROBID feature columns for *_FEATURES models, e.g. 9-15 (default: chosen from the data)")
+    parser.add_argument("--feature-vocabulary-size", "--features-vocabulary-size", type=int, default=DataConfig.feature_vocabulary_size, metavar="N",
+                        help=f"when choosing feature columns from the data: the most distinct values of a feature column (default: {DataConfig.feature_vocabulary_size})")
     parser.add_argument("--max-epoch", type=int, default=d["max_epoch"], help=f"maximum epochs (default: {d['max_epoch']})")
     parser.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"global batch size (default: {d['batch_size']})")
     parser.add_argument("--learning-rate", type=float, default=d["learning_rate"], help=f"Adam learning rate; for BERT* the rate of the layers above the transformer (default: {d['learning_rate']})")
@@ -90,7 +92,8 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataCo
         transformer_learning_rate=args.transformer_learning_rate, warmup_fraction=args.warmup_fraction,
         tensorboard_dir=args.tensorboard,
     )
-    data = DataConfig(format=args.format, embeddings=args.embeddings, feature_columns=args.feature_columns)
+    data = DataConfig(format=args.format, embeddings=args.embeddings, feature_columns=args.feature_columns,
+                      feature_vocabulary_size=args.feature_vocabulary_size)
     return model, train, data
 
 

@@ -233,15 +233,23 @@ def _parse_grobid(text: str, path: str | Path, labelled: bool, n_features: int |
     expected_line = 0
     has_label = labelled
     n_feat = n_features if n_features is not None else 0
+    widths: set[int] = set()
     first_line = 0
 
     def flush() -> None:
-        nonlocal tokens, features, labels
+        nonlocal tokens, features, labels, expected
         if tokens:
             iob2 = grobid_to_iob2(labels) if has_label else None
             sequences.append(TokenSequence(tokens, iob2, features=features, line=first_line))
+            widths.add(n_feat)
             tokens, features, labels = [], [], []
+        if ragged:
+            expected = 0
 
+    # Labelled files may change their number of feature columns between sequences (GROBID's own
+    # training files do, DeLFT trains on them); within a sequence the count is fixed. Input to tag
+    # keeps one layout for the whole file, the model's.
+    ragged = labelled and n_features is None
     for lineno, line in enumerate(text.split("\n"), 1):
         if _is_blank(line):
             flush()
@@ -267,7 +275,9 @@ def _parse_grobid(text: str, path: str | Path, labelled: bool, n_features: int |
         tokens.append(fields[0])
         features.append(fields[1:1 + n_feat])
     flush()
-    extra = {"fields": expected, "labelled": has_label}
+    if widths:  # the widest layout; extra["common_features"]: the columns every sequence has
+        n_feat = max(widths)
+    extra = {"fields": n_feat + 1 + has_label, "labelled": has_label, "common_features": min(widths, default=n_feat)}
     return Corpus(sequences, "grobid", path=str(path), n_features=n_feat, extra=extra)
 
 

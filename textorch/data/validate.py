@@ -15,9 +15,9 @@ Errors (training refuses the data unless told to skip the sequences concerned):
   the format does not allow (CoNLL: 2 to 4; GROBID: at least token and label);
 - a label outside the scheme (CoNLL: ``O``, ``B-/I-/E-/S-X``; GROBID: ``I-<x>``, ``<x>``) or,
   when the format was detected, a label of the other format (``I-<x>`` in a CoNLL file);
-- a continuation with no opener: a GROBID ``<x>`` that does not follow an ``x`` token
-  (``<other>`` is exempt: outside tokens have no boundary to get wrong), and, in an IOBES CoNLL
-  file, an ``I-X`` or ``E-X`` that does not follow ``B-X`` or ``I-X``.
+- a continuation with no opener: a GROBID ``<x>`` after a token of another field (``<other>`` is
+  exempt: outside tokens have no boundary to get wrong), and, in an IOBES CoNLL file, an ``I-X``
+  or ``E-X`` that does not follow ``B-X`` or ``I-X``.
 
 Warnings (reported, never blocking):
 
@@ -27,7 +27,10 @@ Warnings (reported, never blocking):
   not affected. CoNLL-2003's ``eng.train`` has two such lines (IOB1 with a ``B-MISC`` after O).
 - a control character inside a line (NUL, a carriage return not followed by a line feed...);
 - a sequence longer than the maximum sequence length; a document with no sequence;
-- a label type of the validation or test file that the training file never uses.
+- a label type of the validation or test file that the training file never uses;
+- GROBID files as GROBID writes them, which DeLFT trains on (one line each, with a count): a
+  sequence opened by a continuation ``<x>`` (read as the field's start), and sequences whose
+  number of feature columns differs from the file's (each sequence keeps its own count).
 """
 
 from __future__ import annotations
@@ -35,10 +38,17 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from textorch.data.corpus import Corpus
+from textorch.data.findings import (
+    ERROR,
+    WARNING,
+    FileCheck,
+    Problem,
+    grobid_departures,
+    label_counts,
+)
 from textorch.data.readers import (
     CONLL_COLUMNS,
     LABELLED_FORMATS,
@@ -54,88 +64,11 @@ from textorch.data.readers import (
 from textorch.data.tags import GROBID_OTHER_SUFFIX, OUTSIDE, validate_label
 from textorch.errors import ConfigError, DataError
 
-ERROR = "error"
-WARNING = "warning"
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _DETECT_SAMPLE = 1000
 """Token lines whose labels decide the format when it is not given."""
 _UNKNOWN = "\x00unknown"
 """Previous label type after a malformed line: opener checks are suspended until the next one."""
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One finding, at ``path:line`` (``line`` is None for a whole-file problem)."""
-
-    path: str
-    line: int | None
-    message: str
-    severity: str = ERROR
-
-    def __str__(self) -> str:
-        where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.severity}: {self.message}"
-
-
-@dataclass
-class FileCheck:
-    """What validation found in one file, and the corpus of its sequences without errors."""
-
-    path: str
-    role: str
-    format: str | None = None
-    scheme: str | None = None
-    problems: list[Problem] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
-    """Token count of every sequence, in file order (bad sequences included)."""
-    bad_sequences: set[int] = field(default_factory=set)
-    """Indexes (in file order) of the sequences that contain an error."""
-    corpus: Corpus | None = None
-    """The sequences without errors, read by the reader; None when the file is unusable."""
-
-    def add(self, line: int | None, message: str, severity: str = ERROR) -> None:
-        self.problems.append(Problem(self.path, line, message, severity))
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == ERROR]
-
-    @property
-    def fatal(self) -> bool:
-        """A problem no skipping can cure: unreadable file, no token line, unknown format."""
-        return any(p.severity == ERROR and p.line is None for p in self.problems)
-
-    def summary(self) -> dict:
-        """Counts, label inventory (of the sequences without errors) and length distribution."""
-        lengths = sorted(self.lengths)
-        out: dict = {
-            "path": self.path, "role": self.role, "format": self.format, "scheme": self.scheme,
-            "n_sequences": len(lengths), "n_tokens": sum(lengths),
-            "n_bad_sequences": len(self.bad_sequences),
-            "n_errors": len(self.errors), "n_warnings": len(self.problems) - len(self.errors),
-        }
-        if lengths:
-            out["length"] = {
-                "min": lengths[0], "mean": round(sum(lengths) / len(lengths), 2),
-                "p95": lengths[min(len(lengths) - 1, int(0.95 * len(lengths)))], "max": lengths[-1],
-            }
-        if self.corpus is not None:
-            out["labels"] = label_counts(self.corpus)
-        return out
-
-
-def label_counts(corpus: Corpus) -> dict[str, dict[str, int]]:
-    """Per IOB2 type, entity mentions and tokens; ``O`` counts outside tokens."""
-    counts: dict[str, dict[str, int]] = {}
-    for sequence in corpus.sequences:
-        for tag in sequence.labels or ():
-            typ = OUTSIDE if tag == OUTSIDE else tag[2:]
-            entry = counts.setdefault(typ, {"entities": 0, "tokens": 0})
-            entry["tokens"] += 1
-            if tag[0] == "B":
-                entry["entities"] += 1
-    return dict(sorted(counts.items()))
 
 
 def _decode_lines(data: bytes, check: FileCheck) -> list[str]:
@@ -218,6 +151,12 @@ class _Walker:
         self.i_openers: list[tuple[int, str]] = []
         self.b_openers: list[tuple[int, str]] = []
         self.iobes = False
+        # GROBID: this sequence's field count, and the departures from the file's common layout
+        # that DeLFT reads as they are (reported once each, as warnings)
+        self.sequence_fields = 0
+        self.sequence_field_line = 0
+        self.other_widths: list[tuple[int, int]] = []
+        self.start_continuations: list[int] = []
 
     def run(self, lines: list[str], columns: Counter) -> None:
         expected, describe = _column_rule(columns, self.fmt)
@@ -237,12 +176,29 @@ class _Walker:
             if self.start < 0:
                 self.start, self.previous = index, ""
                 document_sequences += 1
-            self.check_line(index + 1, line, fields, expected, describe)
+                self.sequence_fields, self.sequence_field_line = len(fields), index + 1
+                if self.fmt == "grobid" and expected > 0 and len(fields) >= 2 and len(fields) != expected:
+                    self.other_widths.append((index + 1, len(fields)))
+            self.check_line(index + 1, line, fields, *self.line_rule(expected, describe))
         self.flush(len(lines))
         if document_line and not document_sequences:
             self.check.add(document_line, "document with no sequence", WARNING)
         if self.fmt == "conll":
             self.judge_conll_openers()
+        else:
+            self.report_grobid_departures(expected)
+
+    def line_rule(self, expected: int, describe: str) -> tuple[int, str]:
+        """GROBID: a sequence keeps the field count of its first line, whatever the file's."""
+        if self.fmt != "grobid" or self.sequence_fields < 2 or self.sequence_fields == expected:
+            return expected, describe
+        return self.sequence_fields, (f"expected {self.sequence_fields} fields (as on line "
+                                      f"{self.sequence_field_line}, the first of this sequence)")
+
+    def report_grobid_departures(self, expected: int) -> None:
+        """One warning per kind: sequences of another width, sequences opened by a continuation."""
+        for line, message in grobid_departures(self.check.path, expected, self.other_widths, self.start_continuations):
+            self.check.add(line, message, WARNING)
 
     def flush(self, end: int) -> None:
         if self.start < 0:
@@ -295,9 +251,11 @@ class _Walker:
         opens = label.startswith("I-")
         typ = label[2:] if opens else label
         if not opens and self.previous not in (typ, _UNKNOWN) and not label.endswith(GROBID_OTHER_SUFFIX):
-            where = "at the start of a sequence" if not self.previous else f"after a {self.previous} token"
-            self.check.add(lineno, f"continuation label {label!r} with no opener ({where}; "
-                                   f"expected I-{label} to open the field)")
+            if not self.previous:
+                self.start_continuations.append(lineno)
+            else:
+                self.check.add(lineno, f"continuation label {label!r} with no opener (after a {self.previous} "
+                                       f"token; expected I-{label} to open the field)")
         self.previous = typ
 
     def conll_opener(self, lineno: int, label: str) -> None:

@@ -69,3 +69,18 @@ class DataConfig:
     """Registry name, path of a GloVe/word2vec/fastText file, or ``none``."""
     feature_columns: str | None = None
     """GROBID feature columns for the feature channel, e.g. ``9-15``; None chooses from the data."""
+    feature_vocabulary_size: int = 32
+    """When choosing from the data: the most distinct values a column may have to be a feature
+    (``textorch grobid`` uses DeLFT's ``features_vocabulary_size``, 12)."""
+
+    def __post_init__(self) -> None:
+        if self.feature_vocabulary_size < 1:
+            raise ConfigError(f"--feature-vocabulary-size must be >= 1, got {self.feature_vocabulary_size}")
+
+
+def named_feature_columns(model: ModelConfig, data: DataConfig) -> str | None:
+    """The feature columns the user named, when the architecture reads features (else None: a
+    model without features never looks at feature columns)."""
+    from textorch.models.architectures import get_architecture
+
+    return data.feature_columns if get_architecture(model.architecture).features else None

@@ -158,10 +158,10 @@ class SequenceLabeler(LabelerAPI):
     ) -> "SequenceLabeler":
         """Fit vocabularies on ``train`` and create an untrained network for them."""
         architecture = get_architecture(model_config.architecture)
-        if train.n_features and data_config.feature_columns:
+        if architecture.features and train.n_features and data_config.feature_columns:
             columns = parse_columns(data_config.feature_columns, train.n_features)
         elif architecture.features:
-            columns = select_feature_columns(train.sequences, train.n_features)
+            columns = select_feature_columns(train.sequences, train.n_features, data_config.feature_vocabulary_size)
         else:
             columns = []
         encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length)
@@ -414,8 +414,10 @@ class SequenceLabeler(LabelerAPI):
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
         from textorch.onnx.engine import check_engine, use_engine
+        from textorch.tagging.delft.model_source import local_model_dir
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
+        directory = local_model_dir(directory)  # a DeLFT model directory: its converted copy
         config, vocab, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")

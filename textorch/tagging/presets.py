@@ -1,9 +1,11 @@
 """DeLFT's ready-made applications: per-model GROBID defaults and the CoNLL-2003 NER data layout.
 
 The numbers are those of DeLFT's ``delft/applications/grobidTagger.py`` (``configure()``) and
-``nerTagger.py`` (``configure()``), so that DeLFT users get the runs they are used to; the
-feature columns are those of the ``*_FEATURES`` models DeLFT ships for GROBID (their
-``config.json`` ``features_indices``). Every value can still be overridden on the command line.
+``nerTagger.py`` (``configure()``), so that DeLFT users get the runs they are used to. Feature
+columns are chosen from the data as DeLFT chooses them (the columns with at most its features
+vocabulary size of distinct values: 9-15 for date, 9-18 for the name and affiliation models of
+today's GROBID), so that a file of another GROBID version trains too. Every value can still be
+overridden on the command line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from textorch.tagging.config import ModelConfig
 from textorch.data.corpus import Corpus
+from textorch.data.features import DELFT_FEATURES_VOCABULARY_SIZE, require_feature_columns
 from textorch.data.validated import read_validated
 from textorch.errors import ConfigError, DataError
 from textorch.models.architectures import get_architecture
@@ -38,6 +41,7 @@ class AppDefaults:
     feature_columns: str | None = None
     early_stop: bool = True
     word_hidden: int | None = None
+    feature_vocabulary_size: int = DELFT_FEATURES_VOCABULARY_SIZE
 
 
 # (max sequence length, batch size) per GROBID model, recurrent and transformer architectures.
@@ -45,8 +49,6 @@ _GROBID_RNN = {"citation": (600, 20), "header": (2500, 9), "date": (50, 60), "af
                "software": (1500, 20), "reference-segmenter": (3000, 10)}
 _GROBID_BERT = {"citation": (150, 20), "header": (512, 6), "date": (30, 80), "affiliation-address": (200, 20),
                 "software": (512, 7)}
-_GROBID_FEATURES = {"date": "9-15", "name-citation": "9-18", "name-header": "9-18", "affiliation-address": "9-18",
-                    "figure": "9-24"}
 
 
 def grobid_model_name(model: str, architecture: str) -> str:
@@ -61,12 +63,11 @@ def grobid_defaults(model: str, architecture: str) -> AppDefaults:
     if model not in GROBID_MODELS:
         logger.info("no DeLFT settings for GROBID model %r (known: %s): generic defaults", model, ", ".join(GROBID_MODELS))
     arch = get_architecture(architecture)
-    features = _GROBID_FEATURES.get(model) if arch.features else None
     if arch.uses_transformer:
         length, batch = _GROBID_BERT.get(model, (200, 20))
-        return AppDefaults(batch, min(length, 512), 60, features)
+        return AppDefaults(batch, min(length, 512), 60)
     length, batch = _GROBID_RNN.get(model, (3000, 20))
-    return AppDefaults(batch, length, 80 if model == "header" else 60, features)
+    return AppDefaults(batch, length, 80 if model == "header" else 60)
 
 
 _TRAIN_NAME = re.compile(r"(?P<model>.+)-(?P<date>\d{6})\.train(?:\.gz)?$")
@@ -87,10 +88,16 @@ def resolve_grobid_input(path: str, model: str) -> str:
 
 
 def read_grobid_data(path: str, model: str, max_sequence_length: int, skip_bad_sequences: bool = False,
-                     max_sequences: int = 0) -> Corpus:
-    """The validated GROBID training data of ``model`` (a file, or the newest in a folder)."""
+                     max_sequences: int = 0, feature_columns: str | None = None) -> Corpus:
+    """The validated GROBID training data of ``model`` (a file, or the newest in a folder).
+
+    ``feature_columns``: the columns a features model was told to use; every sequence must
+    have them (or is skipped with ``skip_bad_sequences``).
+    """
     train, _, _ = read_validated(resolve_grobid_input(path, model), None, None, "grobid", max_sequence_length,
                                  skip_bad_sequences)
+    if feature_columns:
+        train = require_feature_columns(train, feature_columns, skip_bad_sequences)
     return _first(train, max_sequences)
 
 
@@ -157,7 +164,7 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
     """
     chosen = {"batch_size": defaults.batch_size, "max_sequence_length": defaults.max_sequence_length,
               "max_epoch": defaults.max_epoch, "early_stop": defaults.early_stop,
-              "feature_columns": defaults.feature_columns}
+              "feature_columns": defaults.feature_columns, "feature_vocabulary_size": defaults.feature_vocabulary_size}
     return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
 
 

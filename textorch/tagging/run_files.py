@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns
 from textorch.data.corpus import Corpus
+from textorch.data.features import require_feature_columns_of
 from textorch.data.splits import holdout
 from textorch.data.validated import read_validated
 from textorch.errors import ConfigError, DataError, ModelFormatError
@@ -75,7 +76,7 @@ def _continue_from(input_model: str, train: Corpus, device: torch.device | str, 
     labeler = SequenceLabeler.load(input_model, device=device, cache_dir=cache_dir)
     if train.format != labeler.input_format:
         raise ConfigError(f"{train.path}: {train.format} data, but {input_model} was trained on {labeler.input_format} data")
-    if train.n_features != labeler.n_features:
+    if labeler.encoder.feature_columns and train.n_features != labeler.n_features:  # a model without features reads none
         raise DataError(train.path, None, f"{train.n_features} feature columns, but {input_model} was trained "
                                           f"with {labeler.n_features}: the same GROBID model's features are needed")
     try:
@@ -167,6 +168,8 @@ def train_files(
         check_writable(output)
     train, valid, test = read_validated(train_path, valid_path, test_path, data_config.format,
                                         train_config.max_sequence_length, skip_bad_sequences)
+    train, valid, test = require_feature_columns_of((train, valid, test), named_feature_columns(model_config, data_config),
+                                                    skip_bad_sequences)
     return train_corpora(train, output, model_config, train_config, data_config, valid, test, **run)  # type: ignore[arg-type]
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 
-from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, to_dict
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns, to_dict
 from textorch.data.corpus import Corpus
+from textorch.data.features import require_feature_columns_of
 from textorch.data.readers import read_conll, read_grobid, read_text
 from textorch.data.splits import holdout
 from textorch.data.validated import read_validated
@@ -89,6 +90,8 @@ def train_tagger(
         {"hold_out_test": hold_out_test, "skip_bad_sequences": skip_bad_sequences}, ctx.world_size), ctx)
     train, valid, test = read_validated(train_path, valid_path, test_path, data_config.format,
                                         train_config.max_sequence_length, skip_bad_sequences)
+    train, valid, test = require_feature_columns_of((train, valid, test), named_feature_columns(model_config, data_config),
+                                                    skip_bad_sequences)
     fmt = train.format
     sequences = train.sequences
     splits: dict = {}

@@ -1,0 +1,8 @@
+"""DeLFT compatibility: what GROBID calls by DeLFT's names, answered by textorch.
+
+GROBID runs DeLFT in-process through JEP (``Sequence``, ``load_data_crf_string``) and as a
+training subprocess (``delft/applications/grobidTagger.py``). ``textorch grobid-bridge DIR``
+writes a ``delft`` package into DIR whose modules only forward here, so that naming DIR as
+``delft.install`` in grobid.yaml makes GROBID use textorch; nothing named ``delft`` is importable
+outside that directory. See docs/grobid.md.
+"""
