@@ -164,7 +164,7 @@ def _write_tagged(args: argparse.Namespace, corpus, predictions: list, tag_s: fl
 
 def _validate(args: argparse.Namespace) -> int:
     from textorch.data.validate import validate_data
-    from textorch.data.validated import format_report
+    from textorch.data.checked_read import format_report
 
     report = validate_data(args.train, args.valid, args.test, args.format, args.max_sequence_length)
     print(format_report(report, args.max_problems))

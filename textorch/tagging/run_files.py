@@ -17,7 +17,7 @@ import torch
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.data.splits import holdout
-from textorch.data.validated import read_validated
+from textorch.data.checked_read import read_validated
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.model_dir import check_writable

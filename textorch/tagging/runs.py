@@ -18,9 +18,9 @@ from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, to_dic
 from textorch.data.corpus import Corpus
 from textorch.data.readers import read_conll, read_grobid, read_text
 from textorch.data.splits import holdout
-from textorch.data.validated import read_validated
+from textorch.data.checked_read import read_validated
 from textorch.errors import ConfigError
-from textorch.eval.report import format_report
+from textorch.eval.entity_report import format_report
 from textorch.tagging.labeler import TASK, Prediction, SequenceLabeler
 from textorch.model_dir import check_writable
 from textorch.train.dist import DistContext
@@ -69,7 +69,7 @@ def train_tagger(
     training state is saved as it goes, and ``checkpoints.resume`` continues an interrupted
     run, or reports a finished one (:mod:`textorch.train.resume`).
 
-    The data is validated first (data/validated.py): errors stop the run before any training,
+    The data is validated first (data/checked_read.py): errors stop the run before any training,
     all listed, unless ``skip_bad_sequences`` leaves out the sequences concerned.
 
     In a multi-process run (``ctx`` from :func:`textorch.train.dist.session`) every process
