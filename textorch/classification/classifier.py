@@ -24,7 +24,8 @@ from torch import nn
 
 from textorch.train.config import TrainConfig
 from textorch.data.cls_batching import EncodedTexts, PieceEncoder, WordEncoder
-from textorch.data.cls_readers import ClsCorpus, stratified_folds
+from textorch.data.cls_readers import ClsCorpus
+from textorch.data.splits import stratified_folds
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError, ModelFormatError

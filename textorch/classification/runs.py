@@ -15,7 +15,8 @@ from pathlib import Path
 from textorch import __version__
 from textorch.classification.classifier import TASK, ClsDataConfig, ClsModelConfig, ClsPrediction, TextClassifier
 from textorch.train.config import TrainConfig
-from textorch.data.cls_readers import ClsCorpus, detect_format, read_cls, stratified_holdout
+from textorch.data.cls_readers import ClsCorpus, detect_format, read_cls
+from textorch.data.splits import stratified_holdout
 from textorch.errors import ConfigError
 from textorch.eval.cls_metrics import summarize_folds
 from textorch.model_dir import check_writable
