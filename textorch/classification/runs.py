@@ -16,7 +16,7 @@ from textorch import __version__
 from textorch.classification.classifier import TASK, ClsDataConfig, ClsModelConfig, ClsPrediction, TextClassifier
 from textorch.train.config import TrainConfig
 from textorch.data.cls_readers import ClsCorpus, detect_format, read_cls
-from textorch.data.splits import stratified_holdout
+from textorch.data.splits import training_splits
 from textorch.errors import ConfigError
 from textorch.eval.cls_metrics import summarize_folds
 from textorch.model_dir import check_writable
@@ -50,14 +50,6 @@ class ClsTrainOutcome:
 
 def read_labelled(path: str, data_config: ClsDataConfig) -> ClsCorpus:
     return read_cls(path, data_config.format, data_config.text_column, data_config.label_columns, data_config.header)
-
-
-def _open_embeddings(spec: str, cache_dir: str | None):
-    if spec in ("", "none"):
-        return None
-    from textorch.embeddings import open_embeddings
-
-    return open_embeddings(spec, cache_dir=cache_dir)
 
 
 def train_classifier(
@@ -104,15 +96,17 @@ def train_classifier(
     test = read_labelled(test_path, data_config) if test_path else None
     if valid is not None and model_config.fold_count > 1:
         raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
-    if hold_out_test and test is None:
-        train, test = stratified_holdout(train, 0.1, train_config.seed, "held out as test")
-    if train_config.early_stop and valid is None and model_config.fold_count == 1:
-        train, valid = stratified_holdout(train, train_config.valid_fraction, train_config.seed + 1, "held out for validation")
+    wants_valid = train_config.early_stop and model_config.fold_count == 1
+    train, valid, test = training_splits(train, valid, test, hold_out_test=hold_out_test, seed=train_config.seed,
+                                         valid_fraction=train_config.valid_fraction if wants_valid else None,
+                                         notes=("held out as test", "held out for validation"))
     splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
     logger.info("data: %s (%s) - %d train, %d valid, %d test texts", train_path, train.format, *splits.values())
     if run is not None and run.status == COMPLETE:
         return _already_trained(run, test, splits, device, cache_dir, ctx)
-    embeddings = _open_embeddings(data_config.embeddings, cache_dir)
+    from textorch.embeddings.for_models import open_for_training
+
+    embeddings = open_for_training(data_config.embeddings, cache_dir)
     classifier = TextClassifier.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
     if test is not None:
         classifier.targets(test)  # unknown test labels fail now, not after training
@@ -148,11 +142,9 @@ def _already_trained(run: RunCheckpoints, test: ClsCorpus | None, splits: dict, 
                      ctx: DistContext) -> ClsTrainOutcome:
     """``--resume`` of a finished run: its saved model, scored again on the test data, or, without
     ``--output``, the test scores it recorded."""
-    if run.output is None:
-        logger.info("training had already finished (%s)", run.root / "complete.json")
+    classifier = run.finished_model(lambda directory: TextClassifier.load(directory, device=device, cache_dir=cache_dir))
+    if classifier is None:
         return ClsTrainOutcome(None, run.record.get("test_scores"), splits=splits)
-    logger.info("training had already finished: the model is in %s", run.output)
-    classifier = TextClassifier.load(run.output, device=device, cache_dir=cache_dir)
     outcome = ClsTrainOutcome(classifier, splits=splits)
     if test is not None:
         outcome.test_scores = classifier.evaluate(test, ctx=ctx)

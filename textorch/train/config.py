@@ -83,6 +83,7 @@ def to_dict(config: object) -> dict:
 
 
 def from_dict(cls: type, data: dict) -> object:
-    """Rebuild a config, ignoring keys a newer release might add and keeping defaults for missing ones."""
+    """Rebuild a config from saved JSON, for both tasks: keys a newer release might add are
+    ignored, missing ones keep their defaults, and lists become tuples again (JSON has no tuple)."""
     known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in known})
+    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known})
