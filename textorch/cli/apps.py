@@ -32,7 +32,7 @@ _ACTIONS = ("train", "train-eval", "eval", "tag")
 
 def _training_options(parser: argparse.ArgumentParser, note: str) -> None:
     """``seq train``'s options, with the per-model ones defaulting to None (= the application's value)."""
-    seq._add_training_options(parser)
+    seq.add_training_options(parser)
     # argparse has no public way to change an option once added; the actions list is stable API in practice.
     for action in parser._actions:
         if action.dest in _APP_DEFAULTED:
@@ -47,7 +47,7 @@ def _resolve(args: argparse.Namespace, defaults: apps.AppDefaults) -> tuple[Mode
     chosen = apps.resolve_options(defaults, vars(args))
     vars(args).update(chosen)
     logger.info("settings: %s", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in chosen.items()))
-    model, train, data = seq._configs(args)
+    model, train, data = seq.configs_from_args(args)
     return apps.with_model_defaults(defaults, model), train, data
 
 

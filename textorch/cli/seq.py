@@ -32,7 +32,8 @@ from textorch.cli.export import add_engine_options, apply_engine_options
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
-def _add_training_options(parser: argparse.ArgumentParser) -> None:
+def add_training_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``seq train``; the ``grobid`` and ``ner`` commands take the same ones."""
     d = _TRAIN_DEFAULTS
     parser.add_argument("--format", choices=["conll", "grobid"], default=None, help="input format (default: detected)")
     parser.add_argument("--architecture", default="BidLSTM_CRF", choices=list(ARCHITECTURES), metavar="NAME",
@@ -77,7 +78,8 @@ def _add_transformer_options(parser: argparse.ArgumentParser) -> None:
                        help=f"dropout on the word vectors of BERT* models (default: {ModelConfig.transformer_dropout})")
 
 
-def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataConfig]:
+def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataConfig]:
+    """The three configs from :func:`add_training_options`' values (``seq``, ``grobid`` and ``ner`` alike)."""
     model = ModelConfig(
         architecture=args.architecture, dropout=args.dropout, transformer=args.transformer,
         transformer_window=args.transformer_window, transformer_stride=args.transformer_stride,
@@ -96,7 +98,7 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataCo
 
 
 def _train(args: argparse.Namespace, evaluate: bool) -> int:
-    model, train, data = _configs(args)
+    model, train, data = configs_from_args(args)
     fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
         checkpoints = checkpoint_options(args)
@@ -178,7 +180,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     seq = groups.add_parser("seq", help="sequence labelling: train, evaluate, tag")
     commands = seq.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), _add_training_options,
+    add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), add_training_options,
                        "a tagger", "labelled training file (CoNLL or GROBID)", "held out by seed")
 
     p = commands.add_parser("eval", help="evaluate a saved model on a labelled file")
