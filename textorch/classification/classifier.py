@@ -32,6 +32,7 @@ from textorch.errors import ConfigError, DataError
 from textorch.eval.cls_metrics import ClassCounts
 from textorch.models.inference_batches import group_costs, inference_batches
 from textorch.runtime.precision import batch_precision, inference_autocast
+from textorch.classification.api import ClassifierAPI
 from textorch.classification.config import ClsDataConfig, ClsModelConfig, saved_configs
 from textorch.model_dir import load_checked, load_weights, save_model_dir
 from textorch.models.classifiers import (
@@ -75,7 +76,7 @@ class ClsPrediction:
     """Probability per class (softmax for single-label, sigmoid for multi-label)."""
 
 
-class TextClassifier:
+class TextClassifier(ClassifierAPI):
     """Classes, text encoder and an ensemble of networks; see the module docstring."""
 
     def __init__(self, model_config: ClsModelConfig, data_config: ClsDataConfig, classes: list[str], multi_label: bool,

@@ -10,14 +10,14 @@ the library, the CLI and the server share one inference path.
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+from textorch.train.config import sort_options
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.tokenize import tokenize
-from textorch.errors import ConfigError, DataError
+from textorch.errors import DataError
 from textorch.model_dir import check_writable
 
 if TYPE_CHECKING:  # imported for annotations only: labeler.py imports this module
@@ -28,22 +28,8 @@ Token = str | Sequence[str]
 
 
 def split_options(options: dict[str, Any]) -> tuple[ModelConfig, TrainConfig, DataConfig]:
-    """Sort keyword options into the three configs by field name; unknown names are an error.
-
-    The configs stay the one place for defaults: an option that is not given keeps its
-    dataclass default.
-    """
-    groups: list[tuple[type, dict[str, Any]]] = [(ModelConfig, {}), (TrainConfig, {}), (DataConfig, {})]
-    known: set[str] = set()
-    for cls, chosen in groups:
-        names = {f.name for f in fields(cls)}
-        known |= names
-        chosen.update({k: v for k, v in options.items() if k in names})
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ConfigError(f"unknown training option(s) {', '.join(unknown)}; valid options: {', '.join(sorted(known))}")
-    model, train, data = (cls(**chosen) for cls, chosen in groups)
-    return model, train, data  # type: ignore[return-value]
+    """Sort keyword options into the three configs by field name (see :func:`sort_options`)."""
+    return sort_options(options, (ModelConfig, TrainConfig, DataConfig))  # type: ignore[return-value]
 
 
 def _as_corpus(source: str | Path | Corpus, data_format: str | None) -> Corpus:
