@@ -13,7 +13,7 @@ from textorch.cli.main import main
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError, DataError
-from textorch.tagging.folds import fold_indices
+from textorch.data.splits import fold_indices
 from textorch.tagging.incremental import prepare_incremental
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.training import train_corpora

@@ -14,6 +14,7 @@ import numpy as np
 
 from textorch.data.cls_readers import ClsCorpus, ClsExample
 from textorch.data.corpus import Corpus, TokenSequence
+from textorch.errors import ConfigError
 
 TEST_FRACTION = 0.1
 """Share of the training data held out as test data when a run must score itself and has no test file."""
@@ -84,6 +85,16 @@ def stratified_holdout(corpus: ClsCorpus, fraction: float, seed: int, note: str 
     held_examples = [e for i, e in enumerate(corpus.examples) if i in held]
     path = f"{corpus.path} ({fraction:.0%} {note})"
     return replace(corpus, examples=kept_examples), replace(corpus, examples=held_examples, path=path)
+
+
+def fold_indices(n: int, k: int, seed: int) -> list[list[int]]:
+    """``k`` disjoint folds covering ``range(n)``, sizes differing by at most one, seeded."""
+    if k < 2:
+        raise ConfigError(f"--fold-count must be >= 2 for n-fold training, got {k}")
+    if n < k:
+        raise ConfigError(f"--fold-count {k} needs at least {k} training sequences, got {n}")
+    order = np.random.default_rng(seed).permutation(n)
+    return [sorted(part.tolist()) for part in np.array_split(order, k)]
 
 
 def stratified_folds(examples: list[ClsExample], k: int, seed: int) -> list[np.ndarray]:
