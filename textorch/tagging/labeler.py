@@ -1,7 +1,8 @@
 """``SequenceLabeler``: the one object behind training, evaluation, tagging and saving.
 
-The CLI (and later the HTTP server) are thin adapters over this class, so there is a single
-inference path.
+The commands, the HTTP server, the GROBID/NER presets and n-fold training are thin adapters
+over this class: every prediction is :meth:`SequenceLabeler.predict`, every training run
+:func:`textorch.tagging.training.train_corpora` (which ``SequenceLabeler.train`` calls too).
 """
 
 from __future__ import annotations
