@@ -54,10 +54,6 @@ class TrainOutcome:
         return document
 
 
-RunOutcome = TrainOutcome
-"""The name of the n-fold/incremental outcome when it was a class of its own (``textorch.seq_runs``)."""
-
-
 def split_for_training(
     train: Corpus, valid: Corpus | None, test: Corpus | None, hold_out_test: bool, train_config: TrainConfig,
     fold_count: int = 1,
@@ -120,10 +116,6 @@ def train_tagger(
                                         train_config.max_sequence_length, skip_bad_sequences)
     return train_corpora(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
                          fold_count, input_model, device, cache_dir, ctx, fold_parallel, run)
-
-
-train_files = train_tagger
-"""The name of the file-reading n-fold/incremental entry when it was separate (``textorch.seq_runs``)."""
 
 
 def train_corpora(
