@@ -60,6 +60,7 @@ def _write_json(document: dict, path: str | None) -> None:
 
 
 def _evaluate(model_dir: str, corpus: Corpus, args: argparse.Namespace) -> int:
+    from textorch.eval.entity_report import format_report
     from textorch.tagging import training
     from textorch.tagging.labeler import SequenceLabeler
 
@@ -67,7 +68,7 @@ def _evaluate(model_dir: str, corpus: Corpus, args: argparse.Namespace) -> int:
         labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
         scores = labeler.evaluate(corpus, ctx=ctx)
     if ctx.is_main:
-        print(training.report(scores))
+        print(format_report(scores))
         training.write_metrics(scores, args.metrics_json)
     return 0
 

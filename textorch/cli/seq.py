@@ -11,6 +11,7 @@ from pathlib import Path
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.writers import write_conll, write_grobid
+from textorch.eval.entity_report import format_report
 from textorch.models.architectures import ARCHITECTURES
 from textorch.tagging.answer import tagging_document
 from textorch.train.dist import session
@@ -124,7 +125,7 @@ def _eval(args: argparse.Namespace) -> int:
         corpus = read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
         scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
     if ctx.is_main:
-        print(training.report(scores))
+        print(format_report(scores))
         training.write_metrics(scores, args.metrics_json)
     return 0
 

@@ -1,10 +1,10 @@
 """``textorch.seq_runs``: now ``textorch.tagging.training``, where one path does what its
 ``train_files``/``train_corpora`` and ``workflows.train_tagger`` did apart."""
 
+from textorch.eval.entity_report import format_report as report  # noqa: F401
 from textorch.tagging.training import (  # noqa: F401
     TrainOutcome,
     print_outcome,
-    report,
     split_for_training,
     train_corpora,
     train_tagger,

@@ -240,13 +240,10 @@ def _continue_from(input_model: str, train: Corpus, device: torch.device | str, 
 
 
 def write_metrics(scores: dict, path: str | None) -> None:
+    """``--metrics-json``: the scores as JSON at ``path`` (nothing without one)."""
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
-
-
-def report(scores: dict) -> str:
-    return format_report(scores)
 
 
 def print_outcome(outcome: TrainOutcome, metrics_json: str | None = None) -> None:
@@ -259,7 +256,7 @@ def print_outcome(outcome: TrainOutcome, metrics_json: str | None = None) -> Non
     if outcome.test_scores is not None:
         if outcome.folds:
             print("saved model (fold with the best validation F1):")
-        print(report(outcome.test_scores))
+        print(format_report(outcome.test_scores))
     metrics = outcome.metrics()
     if metrics is not None:
         write_metrics(metrics, metrics_json)
