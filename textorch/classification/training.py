@@ -115,6 +115,7 @@ def train_classifier_on(
     spread = spread_folds(fold_parallel, model_config.fold_count, ctx.world_size)
     if output is not None:
         check_writable(output)
+    data_config = replace(data_config, format=data_config.format or train.format)  # saved: how to read its files
     if valid is not None and model_config.fold_count > 1:
         raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
     wants_valid = train_config.early_stop and model_config.fold_count == 1
