@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
-from textorch.tagging.runs import train_tagger  # noqa: E402
+from textorch.tagging.training import train_tagger  # noqa: E402
 
 GROBID = {"date": "grobid/date/date-220311.train"}
 

@@ -26,7 +26,8 @@ from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_jso
 
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
 from textorch.tagging.config import TrainConfig  # noqa: E402
-from textorch.data.cls_readers import read_cls, stratified_holdout  # noqa: E402
+from textorch.data.cls_readers import read_cls  # noqa: E402
+from textorch.data.splits import stratified_holdout  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
 
 TASKS = {

@@ -23,7 +23,7 @@ from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_jso
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
-from textorch.tagging.runs import train_tagger  # noqa: E402
+from textorch.tagging.training import train_tagger  # noqa: E402
 
 GROBID = {
     "date": "grobid/date/date-220311.train",

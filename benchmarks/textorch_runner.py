@@ -31,7 +31,8 @@ from runner_common import emit as _emit, peak_rss_mb, tagging_rows  # noqa: E402
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.runtime.malloc_tuning import keep_freed_memory  # noqa: E402
-from textorch.tagging.runs import read_for_tagging, train_tagger  # noqa: E402
+from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
+from textorch.tagging.training import train_tagger  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 

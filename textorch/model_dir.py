@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -172,3 +174,37 @@ def load_model_dir(directory: str | Path) -> tuple[dict, dict, dict[str, torch.T
     except Exception as exc:  # safetensors raises several types for corrupt files
         raise ModelFormatError(f"{weights_path}: cannot read weights ({exc})") from None
     return config, vocab, state_dict
+
+
+@dataclass
+class SavedModel:
+    """A model directory read and checked for one task: what both model kinds' ``load`` start from."""
+
+    config: dict
+    """``config.json``: its ``model`` and ``data`` sections give the configs back (``from_dict``)."""
+    vocab: dict
+    state: dict[str, torch.Tensor]
+    builder: str
+    """The builder that made the network, which the loading release knows."""
+
+
+def load_checked(directory: str | Path, task: str, builders: Collection[str], default_builder: str = "") -> SavedModel:
+    """:func:`load_model_dir`, then the checks every ``load`` needs: a model of ``task`` (not
+    the other kind) whose builder this release has (``default_builder`` for directories written
+    before the builder was recorded). A failure is a :class:`ModelFormatError` naming the directory."""
+    config, vocab, state = load_model_dir(directory)
+    if config.get("task") != task:
+        raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a {task.replace('_', ' ')} model")
+    builder = config.get("builder", default_builder)
+    if builder not in builders:
+        raise ModelFormatError(f"{directory}: unknown model builder {builder!r}; this textorch has: {', '.join(builders)}")
+    return SavedModel(config, vocab, state, builder)
+
+
+def load_weights(network: torch.nn.Module, state: dict[str, torch.Tensor], directory: str | Path) -> None:
+    """Saved weights into a network rebuilt from the config, in evaluation mode; a mismatch says so."""
+    try:
+        network.load_state_dict(state)
+    except RuntimeError as exc:
+        raise ModelFormatError(f"{directory}/{WEIGHTS_FILE}: weights do not fit the config ({exc})") from None
+    network.eval()

@@ -14,9 +14,8 @@ from textorch.data.cls_readers import (
     ClsExample,
     detect_format,
     read_cls,
-    stratified_folds,
-    stratified_holdout,
 )
+from textorch.data.splits import stratified_folds, stratified_holdout
 from textorch.errors import ConfigError, DataError
 
 

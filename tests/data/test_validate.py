@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from textorch.cli.main import main
 from textorch.data.readers import read_labelled
 from textorch.data.validate import ERROR, WARNING, check_file, validate_data
-from textorch.data.validated import DataValidationError, format_report, read_validated
+from textorch.data.checked_read import DataValidationError, format_report, read_validated
 from textorch.errors import DataError
 
 # line: problem

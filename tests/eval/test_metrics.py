@@ -23,7 +23,7 @@ from textorch.eval.metrics import (  # noqa: E402
     extract_entities,
     split_tag,
 )
-from textorch.eval.report import format_report  # noqa: E402
+from textorch.eval.entity_report import format_report  # noqa: E402
 
 TOL = 1e-9
 LABELS = ["PER", "LOC", "<day>", "<month>", "sub-title"]

@@ -13,10 +13,10 @@ from textorch.cli.main import main
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError, DataError
-from textorch.tagging.folds import fold_indices
+from textorch.data.splits import fold_indices
 from textorch.tagging.incremental import prepare_incremental
 from textorch.tagging.labeler import SequenceLabeler
-from textorch.tagging.run_files import train_corpora
+from textorch.tagging.training import train_corpora
 from textorch.train.history import read_history
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dropout=0.1)

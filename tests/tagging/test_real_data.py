@@ -8,7 +8,7 @@ import pytest
 
 from conftest import require_shared
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
-from textorch.tagging.runs import train_tagger
+from textorch.tagging.training import train_tagger
 
 pytestmark = pytest.mark.real_data
 

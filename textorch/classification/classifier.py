@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +24,17 @@ from torch import nn
 
 from textorch.train.config import TrainConfig
 from textorch.data.cls_batching import EncodedTexts, PieceEncoder, WordEncoder
-from textorch.data.cls_readers import ClsCorpus, stratified_folds
+from textorch.data.cls_readers import ClsCorpus
+from textorch.data.splits import stratified_folds
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
-from textorch.errors import ConfigError, DataError, ModelFormatError
+from textorch.errors import ConfigError, DataError
 from textorch.eval.cls_metrics import ClassCounts
 from textorch.models.inference_batches import group_costs, inference_batches
 from textorch.runtime.precision import batch_precision, inference_autocast
-from textorch.model_dir import load_model_dir, save_model_dir
+from textorch.classification.api import ClassifierAPI
+from textorch.classification.config import ClsDataConfig, ClsModelConfig, saved_configs
+from textorch.model_dir import load_checked, load_weights, save_model_dir
 from textorch.models.classifiers import (
     CLS_BUILDERS,
     ClassifierEnsemble,
@@ -54,47 +57,6 @@ TASK = "text_classification"
 TRANSFORMER_BUILDER = "transformer_classifier.v1"
 
 
-@dataclass(frozen=True)
-class ClsModelConfig:
-    """Network shape; defaults are DeLFT's for its classification models."""
-
-    architecture: str = "gru"
-    hidden: int = 64
-    """Recurrent units per direction, and convolution filters (DeLFT's ``recurrent_units``)."""
-    dense_size: int = 32
-    dropout: float = 0.3
-    max_length: int = 300
-    """Tokens (word pieces for ``bert``) of a text the model reads; the rest is cut (DeLFT's ``maxlen``)."""
-    word_dim: int = 100
-    """Size of the learned word embeddings, used only without pre-trained vectors."""
-    transformer: str | None = None
-    """``bert``: local Hugging Face model directory or transformers-registry name."""
-    fold_count: int = 1
-    """Members of the ensemble: 1, or N for N-fold cross-validation."""
-
-    def __post_init__(self) -> None:
-        get_cls_architecture(self.architecture)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
-        for name in ("hidden", "dense_size", "max_length", "word_dim", "fold_count"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-
-
-@dataclass(frozen=True)
-class ClsDataConfig:
-    """How the files are read and what feeds the model."""
-
-    format: str | None = None
-    """csv, tsv, jsonl, citation-sentiment or licenses; None: from the file name."""
-    text_column: str | None = None
-    label_columns: tuple[str, ...] = ()
-    header: bool = True
-    embeddings: str = "none"
-    class_weights: str | None = None
-    """``balanced``, ``none`` or ``C=W,...``; None: balanced for single-label, none for multi-label."""
-
-
 @dataclass
 class FoldReport:
     """One ensemble member's training: sizes, epochs and its scores on its validation part."""
@@ -114,7 +76,7 @@ class ClsPrediction:
     """Probability per class (softmax for single-label, sigmoid for multi-label)."""
 
 
-class TextClassifier:
+class TextClassifier(ClassifierAPI):
     """Classes, text encoder and an ensemble of networks; see the module docstring."""
 
     task = TASK
@@ -390,25 +352,16 @@ class TextClassifier:
         """Rebuild from ``config.json`` with the builder it names, then load the weights.
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
+        from textorch.embeddings.for_models import reopen_saved
         from textorch.onnx.engine import check_engine, use_engine
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
-        config, vocab_json, state = load_model_dir(directory)
-        if config.get("task") != TASK:
-            raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a text classification model")
-        if config.get("builder") not in CLS_BUILDERS:
-            raise ModelFormatError(f"{directory}: unknown builder {config.get('builder')!r}; known: {', '.join(CLS_BUILDERS)}")
-        model_config = _config_from(ClsModelConfig, config["model"])
-        data_config = _config_from(ClsDataConfig, config["data"])
+        saved = load_checked(directory, TASK, CLS_BUILDERS)
+        config, vocab_json = saved.config, saved.vocab
+        model_config, data_config = saved_configs(config)
         classes, multi = list(vocab_json["classes"]), bool(config["multi_label"])
-        described, parts = config.get("embeddings"), None
-        if described is not None:
-            if embeddings is None:
-                from textorch.embeddings import open_embeddings
-
-                embeddings = open_embeddings(described["path"], cache_dir=cache_dir)
-            embeddings.check_matches(described)
-        if config["builder"] == TRANSFORMER_BUILDER:
+        embeddings, parts = reopen_saved(config.get("embeddings"), embeddings, cache_dir), None
+        if saved.builder == TRANSFORMER_BUILDER:
             from textorch.models.transformer_source import load_saved
 
             members = []
@@ -421,11 +374,7 @@ class TextClassifier:
             text_encoder = WordEncoder(model_config.max_length, vocab=vocab, word_table=None if vocab else WordTable(embeddings))
             members = [_recurrent_member(model_config, len(classes), vocab, embeddings) for _ in range(model_config.fold_count)]
         network = ClassifierEnsemble(members, multi)
-        try:
-            network.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ModelFormatError(f"{directory}/model.safetensors: weights do not fit the config ({exc})") from None
-        network.eval()
+        load_weights(network, saved.state, directory)
         classifier = cls(model_config, data_config, classes, multi, network, text_encoder, embeddings, parts, device)
         classifier.thresholds = np.asarray(config["thresholds"], dtype=np.float64)
         classifier.member_thresholds = np.asarray(config["member_thresholds"], dtype=np.float64)
@@ -442,9 +391,3 @@ def _recurrent_member(model_config: ClsModelConfig, n_classes: int, vocab: Vocab
         hidden=model_config.hidden, dense_size=model_config.dense_size, dropout=model_config.dropout,
     )
 
-
-def _config_from(config_class: type, data: dict) -> object:
-    """A config from saved JSON: unknown keys (a newer release) ignored, lists back to tuples."""
-    known = {f.name for f in fields(config_class)}
-    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
-    return config_class(**values)

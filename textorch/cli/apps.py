@@ -1,7 +1,7 @@
 """``textorch grobid`` and ``textorch ner``: DeLFT's grobidTagger and nerTagger, as commands.
 
 Each action is a few lines over :mod:`textorch.tagging.presets` (defaults, data layout) and
-:mod:`textorch.tagging.run_files` (training); every training option of ``seq train`` is accepted, and
+:mod:`textorch.tagging.training` (training); every training option of ``seq train`` is accepted, and
 the ones an application sets per model default to the application's value instead of the
 library's.
 """
@@ -33,7 +33,7 @@ _ACTIONS = ("train", "train-eval", "eval", "tag")
 
 def _training_options(parser: argparse.ArgumentParser, note: str) -> None:
     """``seq train``'s options, with the per-model ones defaulting to None (= the application's value)."""
-    seq._add_training_options(parser)
+    seq.add_training_options(parser)
     # argparse has no public way to change an option once added; the actions list is stable API in practice.
     for action in parser._actions:
         if action.dest in _APP_DEFAULTED:
@@ -48,7 +48,7 @@ def _resolve(args: argparse.Namespace, defaults: apps.AppDefaults) -> tuple[Mode
     chosen = apps.resolve_options(defaults, vars(args))
     vars(args).update(chosen)
     logger.info("settings: %s", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in chosen.items()))
-    model, train, data = seq._configs(args)
+    model, train, data = seq.configs_from_args(args)
     return apps.with_model_defaults(defaults, model), train, data
 
 
@@ -61,14 +61,16 @@ def _write_json(document: dict, path: str | None) -> None:
 
 
 def _evaluate(model_dir: str, corpus: Corpus, args: argparse.Namespace) -> int:
-    from textorch.tagging import runs as workflows
+    from textorch.eval.entity_report import format_report
+    from textorch.tagging import training
+    from textorch.tagging.labeler import SequenceLabeler
 
     with session(args.device, args.threads) as (ctx, device):
-        labeler = workflows.SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
+        labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
         scores = labeler.evaluate(corpus, ctx=ctx)
     if ctx.is_main:
-        print(workflows.report(scores))
-        workflows.write_metrics(scores, args.metrics_json)
+        print(format_report(scores))
+        training.write_metrics(scores, args.metrics_json)
     return 0
 
 
@@ -78,19 +80,19 @@ def _train(args: argparse.Namespace, configs: tuple[ModelConfig, TrainConfig, Da
 
     ``read(train_config)`` gives the train corpus, then optionally validation and test corpora.
     """
-    from textorch.tagging import run_files as seq_runs
+    from textorch.tagging import training
 
     model, train, data = configs
     input_model = incremental_input(args)  # option errors before any reading
     fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
         corpora = read(train)
-        outcome = seq_runs.train_corpora(
+        outcome = training.train_corpora(
             corpora[0], model_dir, model, train, data, *corpora[1:], fold_count=args.fold_count,
             input_model=input_model, device=device, cache_dir=args.cache_dir, ctx=ctx, fold_parallel=fold_parallel, **split,
         )
     if ctx.is_main:
-        seq_runs.print_outcome(outcome, args.metrics_json)
+        training.print_outcome(outcome, args.metrics_json)
     return 0
 
 
@@ -114,13 +116,14 @@ def _grobid(args: argparse.Namespace) -> int:
 
 
 def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
-    from textorch.tagging import runs as workflows
+    from textorch.tagging import tag_files
     from textorch.tagging.api import tagging_answer
+    from textorch.tagging.labeler import SequenceLabeler
 
     with session(args.device, args.threads) as (ctx, device):
-        labeler = workflows.SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
-        corpus = workflows.read_for_tagging(args.input, args.input_format, labeler)
-        predictions, seconds = workflows.tag_corpus(labeler, corpus, 32, ctx)
+        labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
+        corpus = tag_files.read_for_tagging(args.input, args.input_format, labeler)
+        predictions, seconds = tag_files.tag_corpus(labeler, corpus, 32, ctx)
     if ctx.is_main:
         document = tagging_answer(Path(model_dir).name, corpus.sequences, predictions, seconds,
                                   args.input_format != "text", labeler.input_format)

@@ -1,4 +1,5 @@
-"""``textorch cls ...``: text classification commands, each a few lines over ``cls_workflows``."""
+"""``textorch cls ...``: text classification commands, each a few lines over ``classification.training``
+and ``classification.classify_files``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from textorch.classification import runs as workflows
+from textorch.classification import classify_files, training
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
 from textorch.cli.export import add_engine_options, apply_engine_options
 from textorch.cli.run_options import (
@@ -92,7 +93,7 @@ def _configs(args: argparse.Namespace) -> tuple[ClsModelConfig, TrainConfig, Cls
     return model, train, data
 
 
-def _print_folds(outcome: workflows.ClsTrainOutcome) -> None:
+def _print_folds(outcome: training.ClsTrainOutcome) -> None:
     from textorch.eval.cls_metrics import summarize_folds
 
     if len(outcome.fold_scores) < 2:
@@ -112,7 +113,7 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
     model, train, data = _configs(args)
     fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
-        outcome = workflows.train_classifier(
+        outcome = training.train_classifier(
             args.train, args.output, model, train, data, valid_path=args.valid, test_path=getattr(args, "test", None),
             hold_out_test=evaluate, device=device, cache_dir=args.cache_dir, ctx=ctx, checkpoints=checkpoint_options(args),
             fold_parallel=fold_parallel,
@@ -124,7 +125,7 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
         if len(outcome.fold_scores) > 1:
             print("ensemble of the folds' models:")
         print(format_cls_report(outcome.test_scores))
-        workflows.write_json(outcome.metrics(), getattr(args, "metrics_json", None))
+        classify_files.write_json(outcome.metrics(), getattr(args, "metrics_json", None))
     return 0
 
 
@@ -134,11 +135,11 @@ def _eval(args: argparse.Namespace) -> int:
         apply_engine_options(args, classifier)
         overrides = {"format": args.format, "text_column": args.text_column, "header": args.header,
                      "label_columns": tuple(args.label_column or ())}
-        scores = workflows.evaluate_classifier(classifier, args.test, overrides, ctx=ctx, batch_size=args.batch_size)
+        scores = classify_files.evaluate_classifier(classifier, args.test, overrides, ctx=ctx, batch_size=args.batch_size)
     if not ctx.is_main:
         return 0
     print(format_cls_report(scores))
-    workflows.write_json(scores, args.metrics_json)
+    classify_files.write_json(scores, args.metrics_json)
     return 0
 
 
@@ -146,11 +147,11 @@ def _classify(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, classifier)
-        corpus = workflows.read_for_classification(args.input, args.input_format, classifier)
-        predictions, seconds = workflows.classify_texts(classifier, [e.text for e in corpus.examples], args.batch_size, ctx)
+        corpus = classify_files.read_for_classification(args.input, args.input_format, classifier)
+        predictions, seconds = classify_files.classify_texts(classifier, [e.text for e in corpus.examples], args.batch_size, ctx)
     if not ctx.is_main:  # every process holds all predictions; one writes them
         return 0
-    document = workflows.classification_document(Path(args.model).name, classifier, corpus, predictions, seconds)
+    document = classify_files.classification_document(Path(args.model).name, classifier, corpus, predictions, seconds)
     text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")

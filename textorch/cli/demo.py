@@ -12,7 +12,7 @@ from textorch.data.corpus import Corpus
 from textorch.data.demo_corpus import generate_date_corpus, sample_texts
 from textorch.data.corpus import TokenSequence
 from textorch.data.tokenize import tokenize
-from textorch.eval.report import format_report
+from textorch.eval.entity_report import format_report
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.answer import tagging_document
 

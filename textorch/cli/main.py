@@ -27,7 +27,7 @@ def _build_parser() -> argparse.ArgumentParser:
     cls_commands.register(groups)
     from textorch.cli import serve
     serve.register(groups)
-    from textorch.cli import report
+    from textorch.cli import report_command as report
     report.register(groups)
     from textorch.cli import apps
     apps.register(groups)

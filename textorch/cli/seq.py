@@ -1,4 +1,4 @@
-"""``textorch seq ...``: sequence labelling commands, each a few lines over ``workflows``."""
+"""``textorch seq ...``: sequence labelling commands, each a few lines over ``tagging.training`` and ``tagging.tag_files``."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from pathlib import Path
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.writers import write_conll, write_grobid
+from textorch.eval.entity_report import format_report
 from textorch.models.architectures import ARCHITECTURES
 from textorch.tagging.answer import tagging_document
 from textorch.train.dist import session
 from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
 from textorch.data.readers import read_labelled
-from textorch.tagging import run_files as seq_runs, runs as workflows
+from textorch.tagging import tag_files, training
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.cli.run_options import (
     add_run_options,
     true_or_false,
@@ -31,7 +33,8 @@ from textorch.cli.export import add_engine_options, apply_engine_options
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
-def _add_training_options(parser: argparse.ArgumentParser) -> None:
+def add_training_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``seq train``; the ``grobid`` and ``ner`` commands take the same ones."""
     d = _TRAIN_DEFAULTS
     parser.add_argument("--format", choices=["conll", "grobid"], default=None, help="input format (default: detected)")
     parser.add_argument("--architecture", default="BidLSTM_CRF", choices=list(ARCHITECTURES), metavar="NAME",
@@ -78,7 +81,8 @@ def _add_transformer_options(parser: argparse.ArgumentParser) -> None:
                        help=f"dropout on the word vectors of BERT* models (default: {ModelConfig.transformer_dropout})")
 
 
-def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataConfig]:
+def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataConfig]:
+    """The three configs from :func:`add_training_options`' values (``seq``, ``grobid`` and ``ner`` alike)."""
     model = ModelConfig(
         architecture=args.architecture, dropout=args.dropout, transformer=args.transformer,
         transformer_window=args.transformer_window, transformer_stride=args.transformer_stride,
@@ -98,55 +102,51 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataCo
 
 
 def _train(args: argparse.Namespace, evaluate: bool) -> int:
-    model, train, data = _configs(args)
+    model, train, data = configs_from_args(args)
     fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
+        checkpoints = checkpoint_options(args)
         if args.fold_count != 1 or args.incremental or args.input_model:
             refuse_checkpoint_options(args, "--fold-count/--incremental")
-            outcome = seq_runs.train_files(
-                args.train, args.output, model, train, data, valid_path=args.valid, test_path=getattr(args, "test", None),
-                skip_bad_sequences=args.skip_bad_sequences, hold_out_test=evaluate, fold_count=args.fold_count,
-                input_model=incremental_input(args), device=device, cache_dir=args.cache_dir, ctx=ctx,
-                fold_parallel=fold_parallel,
-            )
-        else:
-            outcome = workflows.train_tagger(
-                args.train, args.output, model, train, data,
-                valid_path=args.valid, test_path=getattr(args, "test", None), hold_out_test=evaluate,
-                device=device, cache_dir=args.cache_dir, ctx=ctx, skip_bad_sequences=args.skip_bad_sequences,
-                checkpoints=checkpoint_options(args),
-            )
+            checkpoints = None
+        outcome = training.train_tagger(
+            args.train, args.output, model, train, data,
+            valid_path=args.valid, test_path=getattr(args, "test", None), hold_out_test=evaluate,
+            device=device, cache_dir=args.cache_dir, ctx=ctx, skip_bad_sequences=args.skip_bad_sequences,
+            checkpoints=checkpoints, fold_count=args.fold_count, input_model=incremental_input(args),
+            fold_parallel=fold_parallel,
+        )
     if ctx.is_main:
-        seq_runs.print_outcome(outcome, getattr(args, "metrics_json", None))
+        training.print_outcome(outcome, getattr(args, "metrics_json", None))
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
-        labeler = workflows.SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
+        labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
         corpus = read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
         scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
     if ctx.is_main:
-        print(workflows.report(scores))
-        workflows.write_metrics(scores, args.metrics_json)
+        print(format_report(scores))
+        training.write_metrics(scores, args.metrics_json)
     return 0
 
 
 def _tag(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         started = time.perf_counter()
-        labeler = workflows.SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
+        labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
         load_s = time.perf_counter() - started
-        corpus = workflows.read_for_tagging(args.input, args.input_format, labeler)
+        corpus = tag_files.read_for_tagging(args.input, args.input_format, labeler)
         # Only JSON output (text input) carries confidences; CoNLL and GROBID output is labels.
-        predictions, tag_s = workflows.tag_corpus(labeler, corpus, args.batch_size, ctx,
+        predictions, tag_s = tag_files.tag_corpus(labeler, corpus, args.batch_size, ctx,
                                                   with_scores=args.input_format == "text")
     if ctx.is_main:  # every process holds all predictions; one writes them
         _write_tagged(args, corpus, predictions, tag_s)
         if args.stats_json:
-            Path(args.stats_json).write_text(json.dumps(workflows.stats(corpus, load_s, tag_s), indent=2) + "\n")
+            Path(args.stats_json).write_text(json.dumps(tag_files.stats(corpus, load_s, tag_s), indent=2) + "\n")
     return 0
 
 
@@ -167,7 +167,7 @@ def _write_tagged(args: argparse.Namespace, corpus, predictions: list, tag_s: fl
 
 def _validate(args: argparse.Namespace) -> int:
     from textorch.data.validate import validate_data
-    from textorch.data.validated import format_report
+    from textorch.data.checked_read import format_report
 
     report = validate_data(args.train, args.valid, args.test, args.format, args.max_sequence_length)
     print(format_report(report, args.max_problems))
@@ -184,7 +184,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     seq = groups.add_parser("seq", help="sequence labelling: train, evaluate, tag")
     commands = seq.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), _add_training_options,
+    add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), add_training_options,
                        "a tagger", "labelled training file (CoNLL or GROBID)", "held out by seed")
 
     p = commands.add_parser("eval", help="evaluate a saved model on a labelled file")
@@ -200,7 +200,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--input", required=True, help="file to tag")
     p.add_argument("--output", help="output file (default: stdout)")
-    p.add_argument("--input-format", default="text", choices=list(workflows.INPUT_FORMATS), help="text (one text per line; JSON output), conll or grobid (same layout back with the predicted label)")
+    p.add_argument("--input-format", default="text", choices=list(tag_files.INPUT_FORMATS), help="text (one text per line; JSON output), conll or grobid (same layout back with the predicted label)")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per batch, per device (default: 32)")
     p.add_argument("--stats-json", help="write n_sequences, n_tokens, load_s, tag_s, tokens_per_s here")
     add_run_options(p)

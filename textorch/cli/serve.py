@@ -16,7 +16,7 @@ def _serve(args: argparse.Namespace) -> int:
     from textorch.serve.models import load_models
     from textorch.serve.runner import serve_forever
     from textorch.train.dist import DistContext, resolve_device
-    from textorch.tagging.runs import set_threads
+    from textorch.tagging.tag_files import set_threads
 
     config = ServerConfig(
         host=args.host, port=args.port, batch_window_ms=args.batch_window_ms, max_batch_size=args.max_batch_size,

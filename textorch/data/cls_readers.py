@@ -17,12 +17,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from textorch.data.readers import _read_file_text
+from textorch.data.readers import read_file_text
 from textorch.errors import ConfigError, DataError
 
 CLS_FORMATS = ("csv", "tsv", "jsonl", "citation-sentiment", "licenses")
@@ -129,7 +127,7 @@ def read_cls(
     if fmt not in INPUT_FORMATS or (labelled and fmt == "text"):
         choices = ", ".join(CLS_FORMATS if labelled else INPUT_FORMATS)
         raise ConfigError(f"unknown format {fmt!r}; choose one of: {choices}")
-    text = _read_file_text(path)
+    text = read_file_text(path)
     if fmt == "citation-sentiment":
         corpus = _read_citations(text, str(path), labelled)
     elif fmt == "text":
@@ -327,42 +325,3 @@ def _read_lines(text: str, path: str) -> ClsCorpus:
         lines.pop()
     examples = [ClsExample(_nonempty_text(line, path, number), None, number) for number, line in enumerate(lines, start=1)]
     return ClsCorpus(examples, path, "text", False, None, [])
-
-
-# ----------------------------------------------------------------------------- splits
-def _grouped_order(examples: list[ClsExample], seed: int) -> list[list[int]]:
-    """Indices grouped by label set (each group in a seeded random order), groups sorted by key."""
-    order = np.random.default_rng(seed).permutation(len(examples))
-    groups: dict[tuple, list[int]] = {}
-    for index in order.tolist():
-        groups.setdefault(tuple(examples[index].labels or ()), []).append(index)
-    return [groups[key] for key in sorted(groups)]
-
-
-def stratified_holdout(corpus: ClsCorpus, fraction: float, seed: int, note: str = "held out") -> tuple[ClsCorpus, ClsCorpus]:
-    """``(kept, held_out)`` with ``round(fraction * n)`` held out (at least one when n >= 2), each label
-    set contributing its share rounded down or up (largest remainders first), so rare classes keep theirs."""
-    groups = _grouped_order(corpus.examples, seed)
-    quotas = np.array([fraction * len(g) for g in groups])
-    take = np.floor(quotas).astype(int)
-    total = max(1, round(fraction * len(corpus))) if len(corpus) >= 2 else 0
-    for k in np.argsort(-(quotas - take), kind="stable")[: max(0, total - int(take.sum()))]:
-        take[k] += 1
-    held: set[int] = set()
-    for group, n in zip(groups, take):
-        held.update(group[:n])
-    kept_examples = [e for i, e in enumerate(corpus.examples) if i not in held]
-    held_examples = [e for i, e in enumerate(corpus.examples) if i in held]
-    path = f"{corpus.path} ({fraction:.0%} {note})"
-    return replace(corpus, examples=kept_examples), replace(corpus, examples=held_examples, path=path)
-
-
-def stratified_folds(examples: list[ClsExample], k: int, seed: int) -> list[np.ndarray]:
-    """``k`` disjoint validation index sets covering every example; each label set dealt evenly."""
-    folds: list[list[int]] = [[] for _ in range(k)]
-    position = 0
-    for group in _grouped_order(examples, seed):
-        for index in group:
-            folds[position % k].append(index)
-            position += 1
-    return [np.array(sorted(f), dtype=np.int64) for f in folds]

@@ -85,7 +85,7 @@ def locate_utf8_error(data: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
     return line, f"invalid UTF-8 (byte 0x{data[exc.start]:02x} at column {column})"
 
 
-def _read_file_text(path: str | Path) -> str:
+def read_file_text(path: str | Path) -> str:
     """Whole file as text (see read_file_bytes and decode_utf8)."""
     return decode_utf8(read_file_bytes(path), path)
 
@@ -189,7 +189,7 @@ def read_conll(path: str | Path, labelled: bool = True) -> Corpus:
     first sequence of each document in ``extra["doc_starts"]``. With ``labelled=False`` (input
     to tag) a file of tokens alone, one column, is accepted too.
     """
-    corpus = _parse_conll(_read_file_text(path), path, labelled)
+    corpus = _parse_conll(read_file_text(path), path, labelled)
     logger.debug("read %d sequences from %s", len(corpus), path)
     return corpus
 
@@ -289,7 +289,7 @@ def read_grobid(path: str | Path, labelled: bool = True, n_features: int | None 
     (``labelled=False``) pass the model's ``n_features``: a trailing gold label column is then
     recognised and kept in ``labels`` without being mistaken for a feature.
     """
-    corpus = _parse_grobid(_read_file_text(path), path, labelled, n_features)
+    corpus = _parse_grobid(read_file_text(path), path, labelled, n_features)
     logger.debug("read %d sequences from %s", len(corpus), path)
     return corpus
 
@@ -299,7 +299,7 @@ def read_text(path: str | Path) -> Corpus:
 
     Empty lines are kept as empty sequences so that output line ``n`` answers input line ``n``.
     """
-    text = _read_file_text(path)
+    text = read_file_text(path)
     lines = text.split("\n")
     if text.endswith("\n") or not text:
         lines.pop()
@@ -351,7 +351,7 @@ def _detect(text: str, path: str | Path) -> str:
 
 def detect_format(path: str | Path) -> str:
     """Tell a labelled CoNLL file from a GROBID one by the shape of its labels."""
-    return _detect(_read_file_text(path), path)
+    return _detect(read_file_text(path), path)
 
 
 def read_labelled(path: str | Path, format: str | None = None) -> Corpus:
@@ -363,7 +363,7 @@ def read_labelled(path: str | Path, format: str | None = None) -> Corpus:
         choices = ", ".join(repr(name) for name in LABELLED_FORMATS)
         raise ConfigError(f"unknown format {format!r}: choose one of {choices} "
                           "(or none, to detect it)")
-    corpus = parse_labelled_text(_read_file_text(path), path, format)
+    corpus = parse_labelled_text(read_file_text(path), path, format)
     logger.debug("read %d %s sequences from %s", len(corpus), corpus.format, path)
     return corpus
 

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Mapping
 
 from textorch.eval.cls_metrics import format_cls_report
-from textorch.eval.report import format_report
+from textorch.eval.entity_report import format_report
 from textorch.train.history import RunRecord, TrainingHistory
 
 _KEYS = ("precision", "recall", "f1")

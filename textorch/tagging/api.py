@@ -10,14 +10,15 @@ the library, the CLI and the server share one inference path.
 from __future__ import annotations
 
 import time
-from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+from textorch.train.config import sort_options
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.tokenize import tokenize
-from textorch.errors import ConfigError, DataError
+from textorch.errors import DataError
+from textorch.model_dir import check_writable
 
 if TYPE_CHECKING:  # imported for annotations only: labeler.py imports this module
     from textorch.tagging.labeler import Prediction, SequenceLabeler
@@ -27,22 +28,8 @@ Token = str | Sequence[str]
 
 
 def split_options(options: dict[str, Any]) -> tuple[ModelConfig, TrainConfig, DataConfig]:
-    """Sort keyword options into the three configs by field name; unknown names are an error.
-
-    The configs stay the one place for defaults: an option that is not given keeps its
-    dataclass default.
-    """
-    groups: list[tuple[type, dict[str, Any]]] = [(ModelConfig, {}), (TrainConfig, {}), (DataConfig, {})]
-    known: set[str] = set()
-    for cls, chosen in groups:
-        names = {f.name for f in fields(cls)}
-        known |= names
-        chosen.update({k: v for k, v in options.items() if k in names})
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ConfigError(f"unknown training option(s) {', '.join(unknown)}; valid options: {', '.join(sorted(known))}")
-    model, train, data = (cls(**chosen) for cls, chosen in groups)
-    return model, train, data  # type: ignore[return-value]
+    """Sort keyword options into the three configs by field name (see :func:`sort_options`)."""
+    return sort_options(options, (ModelConfig, TrainConfig, DataConfig))  # type: ignore[return-value]
 
 
 def _as_corpus(source: str | Path | Corpus, data_format: str | None) -> Corpus:
@@ -56,42 +43,6 @@ def _as_corpus(source: str | Path | Corpus, data_format: str | None) -> Corpus:
 def read_evaluation_corpus(source: str | Path | Corpus, input_format: str) -> Corpus:
     """A labelled corpus to score a model on, read in the model's own format when it has one."""
     return _as_corpus(source, input_format if input_format in ("conll", "grobid") else None)
-
-
-def _split_validation(train: Corpus, train_config: TrainConfig) -> tuple[Corpus, Corpus]:
-    """The same held-out validation share (and seed) that ``workflows.train_tagger`` takes."""
-    from textorch.data.splits import holdout
-
-    kept, held = holdout(train.sequences, train_config.valid_fraction, train_config.seed + 1)
-    if not kept:
-        raise ConfigError(f"{train.path}: too few sequences to hold out validation data")
-    share = f"{train_config.valid_fraction:.0%}"
-    return replace(train, sequences=kept), replace(train, sequences=held, path=f"{train.path} ({share} held out)")
-
-
-def _train_from_corpora(
-    cls: type, train: str | Path | Corpus, valid: str | Path | Corpus | None, output: str | Path | None,
-    configs: tuple[ModelConfig, TrainConfig, DataConfig], device: str, cache_dir: str | None,
-) -> "SequenceLabeler":
-    """Build and fit on in-memory corpora (what ``train_tagger`` does for files)."""
-    from textorch.tagging import runs as workflows
-    from textorch.model_dir import check_writable
-    from textorch.train.dist import DistContext, resolve_device
-
-    model_config, train_config, data_config = configs
-    if output is not None:
-        check_writable(str(output))
-    train_corpus = _as_corpus(train, data_config.format)
-    valid_corpus = _as_corpus(valid, train_corpus.format) if valid is not None else None
-    if train_config.early_stop and valid_corpus is None:
-        train_corpus, valid_corpus = _split_validation(train_corpus, train_config)
-    embeddings = workflows._open_embeddings(data_config.embeddings, cache_dir)
-    labeler = cls.build(train_corpus, model_config, data_config, embeddings,
-                        resolve_device(device, DistContext()), seed=train_config.seed)
-    labeler.fit(train_corpus, valid_corpus if train_config.early_stop else None, train_config)
-    if output is not None:
-        labeler.save(output)
-    return labeler
 
 
 class LabelerAPI:
@@ -113,7 +64,9 @@ class LabelerAPI:
         """Train a tagger, as ``textorch seq train`` does; save it when ``output`` is given.
 
         Args:
-            train: labelled CoNLL or GROBID file, or a :class:`Corpus` already read.
+            train: labelled CoNLL or GROBID file (read and checked as ``seq train`` does), or a
+                :class:`Corpus` already read. Either way the run is
+                :func:`textorch.tagging.training.train_corpora`, the path of every command.
             valid: validation data for early stopping; None holds out ``valid_fraction`` of
                 ``train`` (seeded), as the CLI does.
             architecture: a name from ``textorch seq architectures``.
@@ -131,18 +84,23 @@ class LabelerAPI:
             ConfigError: an unknown option or an invalid value.
             DataError: a problem in a data file, located at ``path:line``.
         """
-        configs = split_options({**options, "architecture": architecture, "embeddings": embeddings})
-        if isinstance(train, (str, Path)) and (valid is None or isinstance(valid, (str, Path))):
-            from textorch.tagging import runs as workflows
-            from textorch.train.dist import DistContext, resolve_device
+        from textorch.tagging import training
+        from textorch.train.dist import DistContext, resolve_device
 
-            outcome = workflows.train_tagger(
-                str(train), None if output is None else str(output), *configs,
-                valid_path=None if valid is None else str(valid),
-                device=resolve_device(device, DistContext()), cache_dir=cache_dir,
-            )
-            return outcome.labeler
-        return _train_from_corpora(cls, train, valid, output, configs, device, cache_dir)
+        configs = split_options({**options, "architecture": architecture, "embeddings": embeddings})
+        device = resolve_device(device, DistContext())
+        out = None if output is None else str(output)
+        if isinstance(train, (str, Path)) and (valid is None or isinstance(valid, (str, Path))):
+            outcome = training.train_tagger(str(train), out, *configs, valid_path=None if valid is None else str(valid),
+                                            device=device, cache_dir=cache_dir)
+        else:
+            if output is not None:
+                check_writable(out)  # before reading: a bad output fails first, as for files
+            train_corpus = _as_corpus(train, configs[2].format)
+            valid_corpus = _as_corpus(valid, train_corpus.format) if valid is not None else None
+            outcome = training.train_corpora(train_corpus, out, *configs, valid=valid_corpus, device=device,
+                                             cache_dir=cache_dir)
+        return outcome.labeler  # type: ignore[return-value]
 
     def tag(
         self: "SequenceLabeler",  # type: ignore[misc]

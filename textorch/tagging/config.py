@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from textorch.errors import ConfigError
 from textorch.train.config import PRECISIONS, TrainConfig, from_dict, to_dict
 
-__all__ = ["PRECISIONS", "DataConfig", "ModelConfig", "TrainConfig", "from_dict", "to_dict"]
+__all__ = ["PRECISIONS", "DataConfig", "ModelConfig", "TrainConfig", "from_dict", "saved_configs", "to_dict"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,15 @@ def named_feature_columns(model: ModelConfig, data: DataConfig) -> str | None:
     from textorch.models.architectures import get_architecture
 
     return data.feature_columns if get_architecture(model.architecture).features else None
+
+
+def saved_configs(config: dict, builder: str) -> tuple[ModelConfig, DataConfig, str, int]:
+    """The model and data configs of a saved ``config.json``, with the input format and number of
+    feature columns the model was trained on; ``rnn_tagger.v1`` networks had no dense layer."""
+    model_section = dict(config["model"])
+    if builder == "rnn_tagger.v1":
+        model_section["dense_hidden"] = 0
+    data_section = dict(config["data"])
+    input_format = data_section.pop("input_format", "conll")
+    n_features = int(data_section.pop("n_features", 0))
+    return from_dict(ModelConfig, model_section), from_dict(DataConfig, data_section), input_format, n_features  # type: ignore[return-value]

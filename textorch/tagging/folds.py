@@ -20,12 +20,11 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
-from textorch.errors import ConfigError
+from textorch.data.splits import fold_indices
 from textorch.eval.training_report import summarize_label_folds
 from textorch.tagging.labeler import TASK, SequenceLabeler
 from textorch.train.dist import DistContext
@@ -33,16 +32,6 @@ from textorch.train.fold_spread import FoldExchange, fold_exchange
 from textorch.train.history import RunRecord, TrainingHistory
 
 logger = logging.getLogger(__name__)
-
-
-def fold_indices(n: int, k: int, seed: int) -> list[list[int]]:
-    """``k`` disjoint folds covering ``range(n)``, sizes differing by at most one, seeded."""
-    if k < 2:
-        raise ConfigError(f"--fold-count must be >= 2 for n-fold training, got {k}")
-    if n < k:
-        raise ConfigError(f"--fold-count {k} needs at least {k} training sequences, got {n}")
-    order = np.random.default_rng(seed).permutation(n)
-    return [sorted(part.tolist()) for part in np.array_split(order, k)]
 
 
 @dataclass

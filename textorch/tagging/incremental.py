@@ -21,7 +21,8 @@ import torch
 from textorch.data.corpus import TokenSequence
 from textorch.data.vocab import Vocabulary
 from textorch.errors import ModelFormatError
-from textorch.tagging.labeler import SequenceLabeler, _build_network
+from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.network import build_network
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def grow_network(labeler: SequenceLabeler, seed: int = 42) -> list[str]:
     # A transformer encoder is not tied to a vocabulary: the new network takes the module itself.
     shell = old.embedders[0].encoder if labeler.transformer is not None else None
     torch.manual_seed(seed)
-    new = _build_network(labeler.model_config, labeler.encoder, word_dim, labeler.transformer, shell)
+    new = build_network(labeler.model_config, labeler.encoder, word_dim, labeler.transformer, shell)
     new_state, old_state = new.state_dict(), old.state_dict()
     missing = sorted(set(new_state) ^ set(old_state))
     if missing:

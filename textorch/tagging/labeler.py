@@ -1,7 +1,8 @@
 """``SequenceLabeler``: the one object behind training, evaluation, tagging and saving.
 
-The CLI (and later the HTTP server) are thin adapters over this class, so there is a single
-inference path.
+The commands, the HTTP server, the GROBID/NER presets and n-fold training are thin adapters
+over this class: every prediction is :meth:`SequenceLabeler.predict`, every training run
+:func:`textorch.tagging.training.train_corpora` (which ``SequenceLabeler.train`` calls too).
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ from pathlib import Path
 import torch
 
 from textorch.tagging.api import LabelerAPI, read_evaluation_corpus
-from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, from_dict, to_dict
-from textorch.data.batching import Batch, collate, token_type_table, with_padding_row
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, saved_configs, to_dict
 from textorch.data.corpus import Corpus, TokenSequence
-from textorch.data.encoding import EncodedSequence, SequenceEncoder
+from textorch.data.encoding import SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
 from textorch.data.splits import cut_long_sequences
-from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
-from textorch.errors import ConfigError, ModelFormatError
+from textorch.errors import ConfigError
 from textorch.eval.metrics import EntityCounts, entity_labels
 from textorch.runtime.gc_pause import without_gc_pauses
 from textorch.models.inference_batches import group_costs, inference_batches
@@ -30,18 +29,14 @@ from textorch.runtime.precision import batch_precision, inference_autocast
 from textorch.models.crf import CRF
 from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.crf_compiled import tagging_time_spent
-from textorch.models.embedders import encode_token_types, rows_encoder
+from textorch.models.embedders import rows_encoder
 from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
-from textorch.models.architectures import (
-    Architecture,
-    build_rnn_tagger_v1,
-    build_transformer_tagger_v1,
-    check_builder,
-    get_architecture,
-)
-from textorch.models.transformer_source import TransformerParts, load_saved, open_pretrained
-from textorch.model_dir import load_model_dir, save_model_dir
+from textorch.models.architectures import BUILDERS, get_architecture
+from textorch.models.transformer_source import TransformerParts, load_saved
+from textorch.model_dir import load_checked, load_weights, save_model_dir
+from textorch.tagging.encoded import EncodedData
+from textorch.tagging.network import build_network, open_transformer, untied
 from textorch.train.checkpoint import Checkpointer
 from textorch.train.dist import DistContext
 from textorch.train.dist_eval import agreed_labels, gather_in_order, my_batches, place, reduce_counts
@@ -53,39 +48,6 @@ from textorch.train.trainer import Trainer, TrainingResult, adam
 logger = logging.getLogger(__name__)
 
 TASK = "sequence_labelling"
-
-
-@dataclass
-class EncodedData:
-    """Encoded sequences plus the word vectors they index: what the trainer batches from."""
-
-    encoded: list[EncodedSequence]
-    word_table: WordTable | None
-    windows: WindowCollator | None = None
-    """Transformer models: sub-tokens of each sequence, added to batches as encoder windows."""
-
-    def lengths(self) -> list[int]:
-        return [len(e) for e in self.encoded]
-
-    def batch(self, indices: list[int], token_vectors: torch.Tensor | None = None, char_rows: bool = True) -> Batch:
-        batch = collate(self.encoded, indices, self.word_table, token_vectors, char_rows)
-        return self.windows.extend(batch) if self.windows is not None else batch
-
-    def token_vectors(
-        self, encoder: torch.nn.Module | None, device: torch.device | str, cache: TokenVectorCache | None = None,
-    ) -> torch.Tensor | None:
-        """The output of ``encoder`` (the model's character encoder, or None: it has none) for
-        every token type here, row = type id, then one row of zeros (the row that padded
-        positions of a batch point at: :func:`textorch.data.batching.collate`); ``cache``
-        keeps them across calls."""
-        table = token_type_table(self.encoded) if encoder is not None else None
-        if table is None:
-            return None
-        if cache is not None:
-            vectors = cache.vectors(encoder, table, device)
-        else:
-            vectors = encode_token_types(encoder, torch.from_numpy(table).to(device))
-        return with_padding_row(vectors)
 
 
 @dataclass
@@ -166,8 +128,8 @@ class SequenceLabeler(LabelerAPI):
             columns = []
         encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length)
         torch.manual_seed(seed)
-        transformer, pretrained = _open_transformer(model_config, architecture, embeddings)
-        model = _build_network(model_config, encoder, embeddings.dim if embeddings is not None else 0, transformer, pretrained)
+        transformer, pretrained = open_transformer(model_config, architecture, embeddings)
+        model = build_network(model_config, encoder, embeddings.dim if embeddings is not None else 0, transformer, pretrained)
         return cls(
             encoder, model, model_config, data_config, embeddings, train.format, train.n_features, device, transformer
         )
@@ -397,7 +359,7 @@ class SequenceLabeler(LabelerAPI):
             extra_files = self.transformer.files()
         if training_run is not None:
             config["training_run"] = training_run
-        state = _untied(self.model.state_dict())
+        state = untied(self.model.state_dict())
         extra_files = {**(extra_files or {}), **history_files(self.history)}
         return save_model_dir(directory, config, self.encoder.to_json(), state, extra_files)
 
@@ -413,41 +375,22 @@ class SequenceLabeler(LabelerAPI):
         """Rebuild from ``config.json`` then load the weights; embeddings are re-opened and checked.
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
+        from textorch.embeddings.for_models import reopen_saved
         from textorch.onnx.engine import check_engine, use_engine
         from textorch.tagging.delft.model_source import local_model_dir
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
         directory = local_model_dir(directory)  # a DeLFT model directory: its converted copy
-        config, vocab, state = load_model_dir(directory)
-        if config.get("task") != TASK:
-            raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
-        builder = config.get("builder", "rnn_tagger.v1")
-        check_builder(builder)
-        model_section = dict(config["model"])
-        if builder == "rnn_tagger.v1":
-            model_section["dense_hidden"] = 0  # v1 networks had no dense layer
-        model_config = from_dict(ModelConfig, model_section)
-        data_section = dict(config["data"])
-        input_format = data_section.pop("input_format", "conll")
-        n_features = int(data_section.pop("n_features", 0))
-        data_config = from_dict(DataConfig, data_section)
-        described = config.get("embeddings")
-        if described is not None and embeddings is None:
-            from textorch.embeddings import open_embeddings
-
-            embeddings = open_embeddings(described["path"], cache_dir=cache_dir)
-        if described is not None:
-            embeddings.check_matches(described)
-        encoder = SequenceEncoder.from_json(vocab)
+        saved = load_checked(directory, TASK, BUILDERS, default_builder="rnn_tagger.v1")
+        model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
+        described = saved.config.get("embeddings")
+        embeddings = reopen_saved(described, embeddings, cache_dir)
+        encoder = SequenceEncoder.from_json(saved.vocab)
         transformer, shell = None, None
         if get_architecture(model_config.architecture).uses_transformer:
             transformer, shell = load_saved(directory, model_config.transformer_window, model_config.transformer_stride)
-        model = _build_network(model_config, encoder, int(described["dim"]) if described else 0, transformer, shell)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ModelFormatError(f"{directory}/model.safetensors: weights do not fit the config ({exc})") from None
-        model.eval()
+        model = build_network(model_config, encoder, int(described["dim"]) if described else 0, transformer, shell)
+        load_weights(model, saved.state, directory)
         labeler = cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device, transformer)
         use_engine(labeler, directory, engine)
         return labeler
@@ -456,69 +399,3 @@ class SequenceLabeler(LabelerAPI):
     def label_names(self) -> list[str]:
         return sorted({lab[2:] for lab in self.encoder.labels.items if lab != "O"})
 
-
-def _build_network(
-    model_config: ModelConfig,
-    encoder: SequenceEncoder,
-    word_dim: int,
-    transformer: TransformerParts | None = None,
-    transformer_encoder: torch.nn.Module | None = None,
-) -> torch.nn.Module:
-    """The network for a config and fitted vocabularies: the same call at training and loading.
-
-    Transformer models receive their encoder module ready-made: pre-trained when building,
-    an empty shell of the saved architecture when loading.
-    """
-    architecture = get_architecture(model_config.architecture)
-    if architecture.uses_transformer:
-        return build_transformer_tagger_v1(
-            architecture,
-            transformer_encoder,
-            hidden_size=transformer.hidden_size,
-            n_chars=len(encoder.chars),
-            n_labels=len(encoder.labels),
-            feature_vocab_sizes=[len(v) for v in encoder.features],
-            char_dim=model_config.char_dim,
-            char_hidden=model_config.char_hidden,
-            feature_dim=model_config.feature_dim,
-            feature_output_dim=model_config.feature_output_dim,
-            dropout=model_config.transformer_dropout,
-        )
-    return build_rnn_tagger_v1(
-        get_architecture(model_config.architecture),
-        n_chars=len(encoder.chars),
-        n_labels=len(encoder.labels),
-        feature_vocab_sizes=[len(v) for v in encoder.features],
-        word_dim=word_dim,
-        char_dim=model_config.char_dim,
-        char_hidden=model_config.char_hidden,
-        word_hidden=model_config.word_hidden,
-        dense_hidden=model_config.dense_hidden,
-        feature_dim=model_config.feature_dim,
-        feature_output_dim=model_config.feature_output_dim,
-        dropout=model_config.dropout,
-    )
-
-
-def _open_transformer(
-    model_config: ModelConfig, architecture: Architecture, embeddings: object | None
-) -> tuple[TransformerParts | None, torch.nn.Module | None]:
-    """The pre-trained encoder a BERT-family architecture needs; options that do not fit are errors."""
-    if not architecture.uses_transformer:
-        if model_config.transformer:
-            raise ConfigError(f"--transformer is used by the BERT architectures only, not {architecture.name}")
-        return None, None
-    if not model_config.transformer:
-        raise ConfigError(f"{architecture.name} needs --transformer (a Hugging Face model directory or registry name)")
-    if embeddings is not None:
-        raise ConfigError(f"{architecture.name} does not use word embeddings; leave --embeddings at none")
-    return open_pretrained(model_config.transformer, model_config.transformer_window, model_config.transformer_stride)
-
-
-def _untied(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Copies of tensors sharing storage (tied weights), which safetensors refuses to write."""
-    owners: dict[int, int] = {}
-    for tensor in state.values():
-        pointer = tensor.untyped_storage().data_ptr()
-        owners[pointer] = owners.get(pointer, 0) + 1
-    return {k: v.clone() if owners[v.untyped_storage().data_ptr()] > 1 else v for k, v in state.items()}

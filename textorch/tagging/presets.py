@@ -18,7 +18,7 @@ from pathlib import Path
 from textorch.tagging.config import ModelConfig
 from textorch.data.corpus import Corpus
 from textorch.data.features import DELFT_FEATURES_VOCABULARY_SIZE, require_feature_columns
-from textorch.data.validated import read_validated
+from textorch.data.checked_read import read_validated
 from textorch.errors import ConfigError, DataError
 from textorch.models.architectures import get_architecture
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from textorch.errors import ConfigError
 
@@ -83,6 +84,25 @@ def to_dict(config: object) -> dict:
 
 
 def from_dict(cls: type, data: dict) -> object:
-    """Rebuild a config, ignoring keys a newer release might add and keeping defaults for missing ones."""
+    """Rebuild a config from saved JSON, for both tasks: keys a newer release might add are
+    ignored, missing ones keep their defaults, and lists become tuples again (JSON has no tuple)."""
     known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in known})
+    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known})
+
+
+def sort_options(options: dict[str, Any], config_classes: tuple[type, ...]) -> tuple[object, ...]:
+    """One config of each class from keyword options, sorted by field name; an unknown name is an error.
+
+    Both tasks' ``train(**options)`` take their options this way, so the config dataclasses
+    stay the one place for defaults: an option not given keeps its dataclass default.
+    """
+    known: set[str] = set()
+    chosen: list[dict[str, Any]] = []
+    for cls in config_classes:
+        names = {f.name for f in fields(cls)}
+        known |= names
+        chosen.append({k: v for k, v in options.items() if k in names})
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"unknown training option(s) {', '.join(unknown)}; valid options: {', '.join(sorted(known))}")
+    return tuple(cls(**values) for cls, values in zip(config_classes, chosen))

@@ -33,7 +33,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from textorch.errors import ConfigError, TextorchError
 from textorch.model_dir import CONFIG_FILE, check_writable
@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 CHECKPOINTS = "checkpoints"
 COMPLETE_FILE = "complete.json"
 FRESH, RESUME, COMPLETE = "fresh", "resume", "complete"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,15 @@ class RunCheckpoints:
     def model_record(self) -> dict:
         """What the saved model's ``config.json`` records as ``training_run``."""
         return {"sha256": self.run_sha256}
+
+    def finished_model(self, load: Callable[[Path], T]) -> T | None:
+        """``--resume`` of a run that had finished, for either model kind: its saved model,
+        read with ``load``, or None without ``--output`` (``record`` then holds the test scores)."""
+        if self.output is None:
+            logger.info("training had already finished (%s)", self.root / COMPLETE_FILE)
+            return None
+        logger.info("training had already finished: the model is in %s", self.output)
+        return load(self.output)
 
     def before_save(self, ctx: DistContext) -> None:
         """Move ``OUTPUT/checkpoints`` beside the model directory, which the save replaces whole."""

@@ -182,7 +182,7 @@ class Sequence:
             valid = require_feature_columns(valid, data.feature_columns) if valid is not None else None
         if incremental and self.model_dir is None:
             raise ConfigError("Sequence.train(incremental=True) continues a saved model: call load() first")
-        from textorch.tagging.run_files import train_corpora
+        from textorch.tagging.training import train_corpora
         from textorch.train.dist import DistContext, resolve_device
 
         outcome = train_corpora(train, None, model, train_config, data, valid,
@@ -193,12 +193,12 @@ class Sequence:
 
     def eval(self, x_test: Listing, y_test: Listing, features: Listing | None = None) -> dict:
         """Entity-level scores on labelled data, printed as DeLFT prints them, and returned."""
-        from textorch.tagging.runs import report
+        from textorch.eval.entity_report import format_report
 
         labeler = self._loaded()
         corpus = _corpus(x_test, y_test, features if labeler.encoder.feature_columns else None, "x_test")
         scores = labeler.count_entities(corpus.sequences, batch_size=max(int(self.model_config.batch_size), 1)).scores()
-        print(report(scores))
+        print(format_report(scores))
         return scores
 
 

@@ -1,21 +1,22 @@
-"""Library functions behind the ``cls`` commands: read and check all data first, then train.
+"""Training a text classifier: read and check all data first, split it, train, score, save.
 
-Each takes plain values (paths, configs) and returns results; the CLI parses and prints only.
+:func:`train_classifier_on` is the one training path: ``cls train``/``train-eval`` (through
+:func:`train_classifier`, which reads files) and ``TextClassifier.train`` (files or corpora)
+end there, with the hold-out rule of both tasks (:func:`textorch.data.splits.training_splits`,
+stratified by label here). Each function takes plain values (paths, configs) and returns
+results; the CLI parses and prints only.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
-from textorch import __version__
-from textorch.classification.classifier import TASK, ClsDataConfig, ClsModelConfig, ClsPrediction, TextClassifier
+from textorch.classification.classifier import TASK, ClsDataConfig, ClsModelConfig, TextClassifier
+from textorch.classification.classify_files import read_labelled
 from textorch.train.config import TrainConfig
-from textorch.data.cls_readers import ClsCorpus, detect_format, read_cls, stratified_holdout
+from textorch.data.cls_readers import ClsCorpus
+from textorch.data.splits import training_splits
 from textorch.errors import ConfigError
 from textorch.eval.cls_metrics import summarize_folds
 from textorch.model_dir import check_writable
@@ -45,18 +46,6 @@ class ClsTrainOutcome:
         if len(self.fold_scores) > 1:
             document["folds"] = {"scores_on": self.fold_scores_on, "scores": self.fold_scores, **summarize_folds(self.fold_scores)}
         return document
-
-
-def read_labelled(path: str, data_config: ClsDataConfig) -> ClsCorpus:
-    return read_cls(path, data_config.format, data_config.text_column, data_config.label_columns, data_config.header)
-
-
-def _open_embeddings(spec: str, cache_dir: str | None):
-    if spec in ("", "none"):
-        return None
-    from textorch.embeddings import open_embeddings
-
-    return open_embeddings(spec, cache_dir=cache_dir)
 
 
 def train_classifier(
@@ -101,17 +90,45 @@ def train_classifier(
     data_config = replace(data_config, format=data_config.format or train.format)
     valid = read_labelled(valid_path, data_config) if valid_path else None
     test = read_labelled(test_path, data_config) if test_path else None
+    return train_classifier_on(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
+                               device, cache_dir, ctx, fold_parallel, run)
+
+
+def train_classifier_on(
+    train: ClsCorpus,
+    output: str | None,
+    model_config: ClsModelConfig,
+    train_config: TrainConfig,
+    data_config: ClsDataConfig,
+    valid: ClsCorpus | None = None,
+    test: ClsCorpus | None = None,
+    hold_out_test: bool = False,
+    device: str = "cpu",
+    cache_dir: str | None = None,
+    ctx: DistContext | None = None,
+    fold_parallel: str = "auto",
+    run: RunCheckpoints | None = None,
+) -> ClsTrainOutcome:
+    """Split, train (n-fold or not), score the test data, save: :func:`train_classifier` on corpora
+    already read. ``run``: the checkpoints of this run, as :func:`train_classifier` prepares them."""
+    ctx = ctx or DistContext()
+    spread = spread_folds(fold_parallel, model_config.fold_count, ctx.world_size)
+    if output is not None:
+        check_writable(output)
+    data_config = replace(data_config, format=data_config.format or train.format)  # saved: how to read its files
     if valid is not None and model_config.fold_count > 1:
         raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
-    if hold_out_test and test is None:
-        train, test = stratified_holdout(train, 0.1, train_config.seed, "held out as test")
-    if train_config.early_stop and valid is None and model_config.fold_count == 1:
-        train, valid = stratified_holdout(train, train_config.valid_fraction, train_config.seed + 1, "held out for validation")
+    wants_valid = train_config.early_stop and model_config.fold_count == 1
+    train, valid, test = training_splits(train, valid, test, hold_out_test=hold_out_test, seed=train_config.seed,
+                                         valid_fraction=train_config.valid_fraction if wants_valid else None,
+                                         notes=("held out as test", "held out for validation"))
     splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
-    logger.info("data: %s (%s) - %d train, %d valid, %d test texts", train_path, train.format, *splits.values())
+    logger.info("data: %s (%s) - %d train, %d valid, %d test texts", train.path, train.format, *splits.values())
     if run is not None and run.status == COMPLETE:
         return _already_trained(run, test, splits, device, cache_dir, ctx)
-    embeddings = _open_embeddings(data_config.embeddings, cache_dir)
+    from textorch.embeddings.for_models import open_for_training
+
+    embeddings = open_for_training(data_config.embeddings, cache_dir)
     classifier = TextClassifier.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
     if test is not None:
         classifier.targets(test)  # unknown test labels fail now, not after training
@@ -147,11 +164,9 @@ def _already_trained(run: RunCheckpoints, test: ClsCorpus | None, splits: dict, 
                      ctx: DistContext) -> ClsTrainOutcome:
     """``--resume`` of a finished run: its saved model, scored again on the test data, or, without
     ``--output``, the test scores it recorded."""
-    if run.output is None:
-        logger.info("training had already finished (%s)", run.root / "complete.json")
+    classifier = run.finished_model(lambda directory: TextClassifier.load(directory, device=device, cache_dir=cache_dir))
+    if classifier is None:
         return ClsTrainOutcome(None, run.record.get("test_scores"), splits=splits)
-    logger.info("training had already finished: the model is in %s", run.output)
-    classifier = TextClassifier.load(run.output, device=device, cache_dir=cache_dir)
     outcome = ClsTrainOutcome(classifier, splits=splits)
     if test is not None:
         outcome.test_scores = classifier.evaluate(test, ctx=ctx)
@@ -171,60 +186,3 @@ def _record_in_history(classifier: TextClassifier, outcome: ClsTrainOutcome, tes
     if len(outcome.fold_scores) > 1:
         history.folds = {"scores_on": outcome.fold_scores_on, "scores": outcome.fold_scores,
                          **summarize_folds(outcome.fold_scores)}
-
-
-def evaluate_classifier(classifier: TextClassifier, test_path: str, overrides: dict | None = None, ctx: DistContext | None = None,
-                        batch_size: int = 64) -> dict:
-    """Scores of a loaded model on a labelled file read with the model's column settings (or ``overrides``)."""
-    data_config = replace(classifier.data_config, **{k: v for k, v in (overrides or {}).items() if v not in (None, ())})
-    if not (overrides or {}).get("format"):
-        data_config = replace(data_config, format=_default_format(test_path, classifier.data_config.format, True))
-    return classifier.evaluate(read_labelled(test_path, data_config), ctx=ctx, batch_size=batch_size)
-
-
-def _default_format(path: str, trained_on: str | None, labelled: bool) -> str | None:
-    """The file name decides (``.txt`` is sniffed), but a ``.csv`` file keeps the header-less licence layout
-    when the model was trained on it; a name that says nothing falls back to the training format."""
-    try:
-        detected = detect_format(path, labelled)
-    except ConfigError:
-        return trained_on
-    return "licenses" if trained_on == "licenses" and detected == "csv" else detected
-
-
-def read_for_classification(path: str, input_format: str | None, classifier: TextClassifier) -> ClsCorpus:
-    """Texts to classify; labels in a labelled format are ignored."""
-    config = classifier.data_config
-    fmt = input_format or _default_format(path, config.format, False)
-    return read_cls(path, fmt, config.text_column, (), config.header, labelled=False)
-
-
-def classify_texts(classifier: TextClassifier, texts: list[str], batch_size: int = 64,
-                   ctx: DistContext | None = None) -> tuple[list[ClsPrediction], float]:
-    started = time.perf_counter()
-    predictions = classifier.predict(texts, batch_size, ctx)
-    return predictions, time.perf_counter() - started
-
-
-def classification_document(model_name: str, classifier: TextClassifier, corpus: ClsCorpus,
-                            predictions: list[ClsPrediction], runtime_s: float) -> dict:
-    """JSON answer of ``cls classify``: per text, its line, the class scores and the predicted class(es)."""
-    return {
-        "software": "textorch",
-        "version": __version__,
-        "model": model_name,
-        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "runtime": round(runtime_s, 3),
-        "classes": classifier.classes,
-        "multi_label": classifier.multi_label,
-        "classifications": [
-            {"text": e.text, "line": e.line, "scores": {c: round(s, 6) for c, s in p.scores.items()}, "labels": p.labels}
-            for e, p in zip(corpus.examples, predictions)
-        ],
-    }
-
-
-def write_json(document: dict | None, path: str | None) -> None:
-    if path and document is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

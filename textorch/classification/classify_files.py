@@ -1,0 +1,89 @@
+"""Classifying files with a saved classifier, and scoring it on labelled files: reading them with
+the model's column settings, timing the call, and ``cls classify``'s JSON document (which the
+server answers too, see :mod:`textorch.serve.classify`)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from textorch import __version__
+from textorch.classification.classifier import ClsDataConfig, ClsPrediction, TextClassifier
+from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
+from textorch.errors import ConfigError
+from textorch.train.dist import DistContext
+
+
+def read_labelled(path: str, data_config: ClsDataConfig) -> ClsCorpus:
+    return read_cls(path, data_config.format, data_config.text_column, data_config.label_columns, data_config.header)
+
+
+def evaluate_classifier(classifier: TextClassifier, test_path: str, overrides: dict | None = None, ctx: DistContext | None = None,
+                        batch_size: int = 64) -> dict:
+    """Scores of a loaded model on a labelled file read with the model's column settings (or ``overrides``)."""
+    data_config = replace(classifier.data_config, **{k: v for k, v in (overrides or {}).items() if v not in (None, ())})
+    if not (overrides or {}).get("format"):
+        data_config = replace(data_config, format=_default_format(test_path, classifier.data_config.format, True))
+    return classifier.evaluate(read_labelled(test_path, data_config), ctx=ctx, batch_size=batch_size)
+
+
+def _default_format(path: str, trained_on: str | None, labelled: bool) -> str | None:
+    """The file name decides (``.txt`` is sniffed), but a ``.csv`` file keeps the header-less licence layout
+    when the model was trained on it; a name that says nothing falls back to the training format."""
+    try:
+        detected = detect_format(path, labelled)
+    except ConfigError:
+        return trained_on
+    return "licenses" if trained_on == "licenses" and detected == "csv" else detected
+
+
+def read_for_classification(path: str, input_format: str | None, classifier: TextClassifier) -> ClsCorpus:
+    """Texts to classify; labels in a labelled format are ignored."""
+    config = classifier.data_config
+    fmt = input_format or _default_format(path, config.format, False)
+    return read_cls(path, fmt, config.text_column, (), config.header, labelled=False)
+
+
+def classify_texts(classifier: TextClassifier, texts: list[str], batch_size: int = 64,
+                   ctx: DistContext | None = None) -> tuple[list[ClsPrediction], float]:
+    started = time.perf_counter()
+    predictions = classifier.predict(texts, batch_size, ctx)
+    return predictions, time.perf_counter() - started
+
+
+def classification_document(model_name: str, classifier: TextClassifier, corpus: ClsCorpus,
+                            predictions: list[ClsPrediction], runtime_s: float) -> dict:
+    """JSON answer of ``cls classify``: per text, its line, the class scores and the predicted class(es)."""
+    return {
+        "software": "textorch",
+        "version": __version__,
+        "model": model_name,
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "runtime": round(runtime_s, 3),
+        "classes": classifier.classes,
+        "multi_label": classifier.multi_label,
+        "classifications": [
+            {"text": e.text, "line": e.line, "scores": {c: round(s, 6) for c, s in p.scores.items()}, "labels": p.labels}
+            for e, p in zip(corpus.examples, predictions)
+        ],
+    }
+
+
+def write_json(document: dict | None, path: str | None) -> None:
+    if path and document is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def texts_document(model_name: str, classifier: TextClassifier, texts: list[str], predictions: list[ClsPrediction],
+                   runtime_s: float) -> dict:
+    """:func:`classification_document` for texts from memory (``TextClassifier.classify``, the
+    server): no file line numbers."""
+    corpus = ClsCorpus([ClsExample(text) for text in texts])
+    document = classification_document(model_name, classifier, corpus, predictions, runtime_s)
+    for record in document["classifications"]:
+        record.pop("line", None)
+    return document

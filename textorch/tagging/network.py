@@ -1,0 +1,88 @@
+"""The network of a sequence labeller, built from its config and fitted vocabularies.
+
+One builder call serves training (:meth:`SequenceLabeler.build`), loading
+(:meth:`SequenceLabeler.load`) and incremental growth (:mod:`textorch.tagging.incremental`), so
+a network made any of these ways has the same layers and loads the same weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from textorch.data.encoding import SequenceEncoder
+from textorch.errors import ConfigError
+from textorch.models.architectures import (
+    Architecture,
+    build_rnn_tagger_v1,
+    build_transformer_tagger_v1,
+    get_architecture,
+)
+from textorch.models.transformer_source import TransformerParts, open_pretrained
+from textorch.tagging.config import ModelConfig
+
+
+def build_network(
+    model_config: ModelConfig,
+    encoder: SequenceEncoder,
+    word_dim: int,
+    transformer: TransformerParts | None = None,
+    transformer_encoder: torch.nn.Module | None = None,
+) -> torch.nn.Module:
+    """The network for a config and fitted vocabularies: the same call at training and loading.
+
+    Transformer models receive their encoder module ready-made: pre-trained when building,
+    an empty shell of the saved architecture when loading.
+    """
+    architecture = get_architecture(model_config.architecture)
+    if architecture.uses_transformer:
+        return build_transformer_tagger_v1(
+            architecture,
+            transformer_encoder,
+            hidden_size=transformer.hidden_size,
+            n_chars=len(encoder.chars),
+            n_labels=len(encoder.labels),
+            feature_vocab_sizes=[len(v) for v in encoder.features],
+            char_dim=model_config.char_dim,
+            char_hidden=model_config.char_hidden,
+            feature_dim=model_config.feature_dim,
+            feature_output_dim=model_config.feature_output_dim,
+            dropout=model_config.transformer_dropout,
+        )
+    return build_rnn_tagger_v1(
+        get_architecture(model_config.architecture),
+        n_chars=len(encoder.chars),
+        n_labels=len(encoder.labels),
+        feature_vocab_sizes=[len(v) for v in encoder.features],
+        word_dim=word_dim,
+        char_dim=model_config.char_dim,
+        char_hidden=model_config.char_hidden,
+        word_hidden=model_config.word_hidden,
+        dense_hidden=model_config.dense_hidden,
+        feature_dim=model_config.feature_dim,
+        feature_output_dim=model_config.feature_output_dim,
+        dropout=model_config.dropout,
+    )
+
+
+def open_transformer(
+    model_config: ModelConfig, architecture: Architecture, embeddings: object | None
+) -> tuple[TransformerParts | None, torch.nn.Module | None]:
+    """The pre-trained encoder a BERT-family architecture needs; options that do not fit are errors."""
+    if not architecture.uses_transformer:
+        if model_config.transformer:
+            raise ConfigError(f"--transformer is used by the BERT architectures only, not {architecture.name}")
+        return None, None
+    if not model_config.transformer:
+        raise ConfigError(f"{architecture.name} needs --transformer (a Hugging Face model directory or registry name)")
+    if embeddings is not None:
+        raise ConfigError(f"{architecture.name} does not use word embeddings; leave --embeddings at none")
+    return open_pretrained(model_config.transformer, model_config.transformer_window, model_config.transformer_stride)
+
+
+def untied(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Copies of tensors sharing storage (tied weights), which safetensors refuses to write."""
+    owners: dict[int, int] = {}
+    for tensor in state.values():
+        pointer = tensor.untyped_storage().data_ptr()
+        owners[pointer] = owners.get(pointer, 0) + 1
+    return {k: v.clone() if owners[v.untyped_storage().data_ptr()] > 1 else v for k, v in state.items()}

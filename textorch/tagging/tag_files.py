@@ -1,0 +1,62 @@
+"""Tagging files with a saved tagger: read the input (text, CoNLL or GROBID), tag it, time it.
+
+``seq tag`` and ``grobid ... tag`` go through these; the answer itself is
+:meth:`SequenceLabeler.predict`'s, the one inference path of the library and the server.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from textorch.data.corpus import Corpus
+from textorch.data.readers import read_conll, read_grobid, read_text
+from textorch.errors import ConfigError
+from textorch.tagging.labeler import Prediction, SequenceLabeler
+from textorch.train.dist import DistContext
+
+INPUT_FORMATS = ("text", "conll", "grobid")
+
+
+def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> Corpus:
+    """Read input to tag; a gold label column in CoNLL/GROBID input is recognised and ignored."""
+    if input_format not in INPUT_FORMATS:
+        raise ConfigError(f"unknown --input-format {input_format!r}; choose one of: {', '.join(INPUT_FORMATS)}")
+    if input_format == "text":
+        return read_text(path)
+    if input_format == "grobid":
+        return read_grobid(path, labelled=False, n_features=labeler.n_features)
+    return read_conll(path, labelled=False)
+
+
+def tag_corpus(
+    labeler: SequenceLabeler, corpus: Corpus, batch_size: int, ctx: DistContext | None = None,
+    with_scores: bool = True,
+) -> tuple[list[Prediction], float]:
+    """Predictions and the time of the tagging itself (sequences in memory to labels).
+
+    ``batch_size`` is per process; with several processes each tags its share and every
+    process receives all predictions in input order. ``with_scores=False`` when nothing will
+    read the confidences (CoNLL and GROBID output): a CRF then skips its forward-backward pass.
+    """
+    started = time.perf_counter()
+    predictions = labeler.predict(corpus.sequences, batch_size=batch_size, ctx=ctx, with_scores=with_scores)
+    return predictions, time.perf_counter() - started
+
+
+
+def stats(corpus: Corpus, load_s: float, tag_s: float) -> dict:
+    n_tokens = sum(len(s) for s in corpus.sequences)
+    return {
+        "n_sequences": len(corpus.sequences),
+        "n_tokens": n_tokens,
+        "load_s": round(load_s, 6),
+        "tag_s": round(tag_s, 6),
+        "tokens_per_s": round(n_tokens / tag_s, 1) if tag_s > 0 else None,
+    }
+
+
+def set_threads(threads: int | None) -> None:
+    if threads:
+        torch.set_num_threads(threads)
