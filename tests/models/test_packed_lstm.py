@@ -144,9 +144,22 @@ def test_the_ordinary_path_wherever_packing_does_not_apply() -> None:
         assert not applies(nn.LSTM(6, 5, batch_first=True, proj_size=2).eval(), x)
     assert not applies(rnn, x)  # gradients wanted: training keeps autograd's path
     assert not applies(copy.deepcopy(rnn).train(), x)
+
+
+
+@needs_packing
+def test_an_lstm_made_under_inference_mode_is_laid_out_and_sees_its_changes() -> None:
+    """Inference tensors keep no version counter; the kept layout compares contents instead."""
+    x = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(6))
     with torch.inference_mode():
-        made_here = nn.LSTM(6, 5, batch_first=True).eval()  # inference tensors: no change counters
-        assert not applies(made_here, x)
+        made_here = _lstm()
+        assert applies(made_here, x)
+        first = lstm_direction(made_here, x, 0, "")
+        assert torch.allclose(first, _direction_by_torch(made_here, x, 0, ""), atol=1e-6, rtol=0)
+        made_here.weight_ih_l0.mul_(-1.0)
+        changed = lstm_direction(made_here, x, 0, "")
+        assert not torch.allclose(changed, first)
+        assert torch.allclose(changed, _direction_by_torch(made_here, x, 0, ""), atol=1e-6, rtol=0)
 
 
 def test_the_probe_answers_under_inference_mode_and_without_the_operators(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,11 +243,15 @@ def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> No
     lengths = torch.tensor([10, 9, 8, 7])
     torch.manual_seed(0)
     gru = nn.GRU(6, 5, batch_first=True, bidirectional=True).eval()
+    lstm = _lstm()
+    mostly_padding = torch.tensor([10] + [1] * 63)
     with torch.inference_mode():
         assert padded_rnn.time_major_outputs(gru, x, lengths) is None
-        assert padded_rnn.time_major_outputs(_lstm(), x, torch.tensor([10, 1, 1, 1])) is None
+        assert padded_rnn.time_major_outputs(lstm, x, lengths) is not None
+        assert padded_rnn._packs(lstm, x[:1].expand(64, -1, -1), mostly_padding)
+        assert padded_rnn.time_major_outputs(lstm, x[:1].expand(64, -1, -1), mostly_padding) is None
         with torch.autocast("cpu", dtype=torch.float16):
-            assert padded_rnn.time_major_outputs(_lstm(), x, lengths) is None
+            assert padded_rnn.time_major_outputs(lstm, x, lengths) is None
     assert padded_rnn.time_major_outputs(_lstm().train(), x, lengths) is None
 
 

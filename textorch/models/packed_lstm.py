@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from torch import nn
 
 from textorch.runtime.precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
-from textorch.models.weight_state import weights_state
+from textorch.models.weight_state import WeightSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,7 @@ class _Packed:
     weight_hh: torch.Tensor
     bias_ih: torch.Tensor
     bias_hh: torch.Tensor
-    made_from: tuple[torch.Tensor, ...]
-    state: tuple | None  # weights_state(made_from); None: never reused
+    made_from: WeightSnapshot
 
     @classmethod
     def of(cls, sources: tuple[torch.Tensor, ...], hidden_size: int, dtype: torch.dtype = torch.float32) -> "_Packed":
@@ -78,14 +78,13 @@ class _Packed:
                    hidden_size: int, sources: tuple[torch.Tensor, ...], dtype: torch.dtype) -> "_Packed":
         """The weight matrices in ``dtype`` and oneDNN's layout; the biases stay float32, as
         oneDNN's bfloat16 LSTM takes them (it adds them in float32)."""
+        made_from = WeightSnapshot(sources)
         packed = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(weight_ih.to(dtype), weight_hh.to(dtype), hidden_size,
                                                                    False, True, False)
-        return cls(packed[0], packed[1], bias_ih, bias_hh, sources, weights_state(sources))
+        return cls(packed[0], packed[1], bias_ih, bias_hh, made_from)
 
     def still_valid(self, sources: tuple[torch.Tensor, ...]) -> bool:
-        made_from = self.made_from
-        return (len(made_from) == len(sources) and all(a is b for a, b in zip(made_from, sources))
-                and self.state is not None and self.state == weights_state(sources))
+        return self.made_from.matches(sources)
 
 
 def _block_diagonal_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_size: int) -> torch.Tensor:
@@ -106,6 +105,7 @@ def _side_by_side_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_si
 # Per module, not on it: the reordered tensors (oneDNN's own layout) must not reach
 # state_dict, deepcopy or pickling of the model; they go when the module goes.
 _packed: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str, torch.dtype], _Packed]]" = weakref.WeakKeyDictionary()
+_packed_lock = threading.Lock()
 
 
 @functools.cache
@@ -142,8 +142,6 @@ def run_dtype(rnn: nn.RNNBase, x: torch.Tensor) -> torch.dtype | None:
     float32, bfloat16 under CPU bfloat16 autocast on a CPU with native bfloat16, or None where
     it does not serve the call (``torch.lstm`` then runs)."""
     if not isinstance(rnn, nn.LSTM) or rnn.proj_size or not rnn.bias or rnn.training:
-        return None
-    if rnn.weight_ih_l0.is_inference():  # made under inference mode: no change counters to trust
         return None
     if x.device.type != "cpu" or rnn.weight_ih_l0.dtype != torch.float32 or not x.numel():
         return None
@@ -197,13 +195,17 @@ def _entry(rnn: nn.LSTM, key: tuple[int, str], sources: tuple[torch.Tensor, ...]
            make: Callable[[tuple[torch.Tensor, ...], int, torch.dtype], _Packed]) -> _Packed:
     """The reordered weights kept under ``key`` for ``rnn`` in this call's format (float32 and
     bfloat16 ones side by side), made again where ``sources`` changed."""
-    entries = _packed.get(rnn)
-    if entries is None:
-        entries = _packed[rnn] = {}
     dtype = call_dtype()
-    entry = entries.get((*key, dtype))
-    if entry is None or not entry.still_valid(sources):
-        entry = entries[(*key, dtype)] = make(sources, rnn.hidden_size, dtype)
+    entries = _packed.get(rnn)
+    entry = None if entries is None else entries.get((*key, dtype))
+    if entry is not None and entry.still_valid(sources):
+        return entry
+    entry = make(sources, rnn.hidden_size, dtype)
+    with _packed_lock:  # the dictionaries are shared by every thread tagging with this module
+        entries = _packed.get(rnn)
+        if entries is None:
+            entries = _packed[rnn] = {}
+        entries[(*key, dtype)] = entry
     return entry
 
 
