@@ -24,7 +24,6 @@ from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
-from textorch.runtime.gc_pause import without_gc_pauses
 from textorch.models.inference_batches import group_costs, inference_batches
 from textorch.runtime.precision import batch_precision, inference_autocast
 from textorch.models.crf import CRF
@@ -320,7 +319,6 @@ class SequenceLabeler(LabelerAPI):
             self._char_encoder_of = self.model
         return self._char_encoder_found
 
-    @without_gc_pauses
     def predict(
         self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
         with_scores: bool = True,
@@ -337,7 +335,6 @@ class SequenceLabeler(LabelerAPI):
             self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
         return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
 
-    @without_gc_pauses
     def count_entities(
         self,
         sequences: list[TokenSequence],
