@@ -396,3 +396,48 @@ def test_time_major_outputs_under_bf16_autocast_equal_the_ordinary_ones(lengths:
     for row, n in enumerate(lengths):
         assert torch.allclose(got[:n, row].float(), expected[row, :n], atol=BF16_TOLERANCE, rtol=0)
     assert torch.allclose(finals.float(), expected_finals, atol=BF16_TOLERANCE, rtol=0)
+
+
+@needs_packing
+def test_without_the_operators_tagging_runs_torch_lstm_with_the_same_outputs(
+    tiny_conll, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The laid-out weights need PyTorch's private operators; switched off (as on a torch that
+    lacks them), every route runs ``torch.lstm`` and answers as before, up to rounding."""
+    from textorch.data.corpus import TokenSequence
+    from textorch.tagging.labeler import SequenceLabeler
+
+    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4)
+    texts = [TokenSequence(t.split()) for t in ["John lives in Paris .", "Mary met Peter", "Rome", "Anna in Berlin"]]
+    fast = [labeler.predict([t])[0] for t in texts] + labeler.predict(texts, batch_size=2)
+    rnn = _lstm()
+    x = torch.randn(3, 7, 6, generator=torch.Generator().manual_seed(9))
+    lengths = torch.tensor([7, 5, 2])
+    with torch.inference_mode():
+        fast_outputs = padded_rnn.rnn_outputs(rnn, x, lengths)
+    monkeypatch.setattr(packed_lstm, "packed_lstm_available", lambda dtype=torch.float32: False)
+    made = _spy_reorders(monkeypatch)
+    labeler.token_vector_cache.clear()
+    public = [labeler.predict([t])[0] for t in texts] + labeler.predict(texts, batch_size=2)
+    with torch.inference_mode():
+        assert not applies(rnn, x)
+        public_outputs = padded_rnn.rnn_outputs(rnn, x, lengths)
+    assert made == []
+    assert torch.allclose(public_outputs, fast_outputs, atol=1e-6, rtol=0)
+    assert [p.labels for p in public] == [p.labels for p in fast]
+    assert torch.allclose(torch.tensor([s for p in public for s in p.scores]),
+                          torch.tensor([s for p in fast for s in p.scores]), atol=1e-5, rtol=0)
+
+
+def test_the_bf16_probe_says_no_without_its_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch.runtime import precision
+
+    precision.cpu_has_native_bf16.cache_clear()
+    monkeypatch.setattr(precision, "mkldnn_op", lambda name: None)
+    try:
+        assert precision.cpu_has_native_bf16() is False
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            assert precision.onednn_inference_dtype(torch.zeros(2)) is None  # the public path then runs
+    finally:
+        monkeypatch.undo()
+        precision.cpu_has_native_bf16.cache_clear()

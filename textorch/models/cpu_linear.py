@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from textorch.runtime.onednn_ops import mkldnn_op
 from textorch.runtime.precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
 
@@ -43,8 +44,10 @@ def onednn_linear_available() -> bool:
     Tried once on a tiny layer rather than assumed from the version: the operator is internal to
     PyTorch (``torch.compile`` calls it), so a build without it, or with another signature, must
     quietly keep ``F.linear``."""
+    op = mkldnn_op("_linear_pointwise")
+    if op is None:
+        return False
     try:
-        op = torch.ops.mkldnn._linear_pointwise
         generator = torch.Generator().manual_seed(0)
         x = torch.randn(3, 5, generator=generator)
         weight = torch.randn(4, 5, generator=generator)
@@ -101,6 +104,16 @@ class CpuLinear(nn.Linear):
     """``nn.Linear`` whose inference product may run through oneDNN (:func:`linear`); the same
     parameters and state-dict names, so saved models load either way."""
 
+    @classmethod
+    def from_linear(cls, layer: nn.Linear) -> "CpuLinear":
+        """A ``CpuLinear`` holding ``layer``'s very Parameter objects (tied weights stay tied, an
+        optimizer over them keeps working), in its training mode; nothing is copied."""
+        made = cls(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
+        made.weight = layer.weight
+        made.bias = layer.bias
+        made.train(layer.training)
+        return made
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias)
 
@@ -119,9 +132,33 @@ class TanhDense(nn.Sequential):
 
 
 def use_onednn_linears(module: nn.Module) -> nn.Module:
-    """Turn every plain ``nn.Linear`` inside ``module`` (a Hugging Face encoder, say) into a
-    :class:`CpuLinear`, in place: only the class changes, parameters and names stay."""
-    for child in module.modules():
-        if type(child) is nn.Linear:
-            child.__class__ = CpuLinear
+    """``module`` with every plain ``nn.Linear`` inside it (a Hugging Face encoder, say) replaced
+    by a :class:`CpuLinear` sharing its parameters (:meth:`CpuLinear.from_linear`): names and
+    state dict stay. The replacement is set on the parent module; the third-party layer objects
+    themselves are not changed. Layers with hooks keep their class and their hooks. A layer
+    that appears under several parents gets one replacement. Returns ``module`` (a replacement
+    where ``module`` itself is such a layer)."""
+    replacements: dict[int, CpuLinear] = {}
+
+    def replacement(layer: nn.Module) -> CpuLinear | None:
+        if type(layer) is not nn.Linear or _has_hooks(layer):
+            return None
+        if id(layer) not in replacements:
+            replacements[id(layer)] = CpuLinear.from_linear(layer)
+        return replacements[id(layer)]
+
+    top = replacement(module)
+    if top is not None:
+        return top
+    for parent in list(module.modules()):
+        for name, child in list(parent._modules.items()):  # every name, a layer shared by two included
+            made = replacement(child)
+            if made is not None:
+                setattr(parent, name, made)
     return module
+
+
+def _has_hooks(layer: nn.Module) -> bool:
+    return any(getattr(layer, name, None) for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                                 "_backward_pre_hooks", "_state_dict_hooks",
+                                                 "_load_state_dict_pre_hooks"))

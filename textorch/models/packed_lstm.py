@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from textorch.runtime.onednn_ops import mkldnn_op
 from textorch.runtime.precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
 from textorch.models.weight_state import WeightSnapshot
@@ -115,6 +116,8 @@ def packed_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
 
     Tried once on a tiny LSTM rather than assumed: the operators are internal to PyTorch, so a
     build without them (or with other signatures) must quietly keep ``torch.lstm``."""
+    if mkldnn_op("_reorder_mkldnn_rnn_layer_weight") is None or not hasattr(torch.ops.aten, "mkldnn_rnn_layer"):
+        return False
     try:
         if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
             return False

@@ -21,6 +21,7 @@ import logging
 import torch
 
 from textorch.errors import ConfigError
+from textorch.runtime.onednn_ops import mkldnn_op
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +63,12 @@ def warn_without_native_bf16(device: torch.device | str) -> None:
 def cpu_has_native_bf16() -> bool:
     """AVX512-BF16 or AMX, as oneDNN sees it: where bfloat16 pays on this CPU. Asked once per
     process: every dense layer under ``--precision bf16`` asks (``cpu_linear``)."""
+    probe = mkldnn_op("_is_mkldnn_bf16_supported")
+    if probe is None:  # a torch built without oneDNN, or without this private probe
+        return False
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a torch built without oneDNN
+        return bool(probe())
+    except (RuntimeError, TypeError):
         return False
 
 
