@@ -6,8 +6,11 @@ inference path.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,6 +143,15 @@ class SequenceLabeler(LabelerAPI):
         :mod:`textorch.runtime.precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
+        self._one_sequence_route: tuple[torch.nn.Module, OneSequenceTagger | None] | None = None
+        """``(model, its one-sequence path)``, looked up once per model object: ``self.model`` may
+        be replaced, and a module walk costs more than a one-sequence call can spare."""
+        self._char_encoder_route: tuple[torch.nn.Module, torch.nn.Module | None] | None = None
+        """``(model, its character encoder)``, found once per model object, likewise."""
+        self._calls_lock = threading.Lock()
+        self._calls_in_flight = 0
+        """Tagging calls running now (in any thread): the word table is bounded only between
+        calls, while no call holds row ids into it."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -281,13 +293,15 @@ class SequenceLabeler(LabelerAPI):
         item = data.encoded[0]
         if self.device.type != "cpu" or not len(item) or batch_precision(self.precision, 1) != "fp32":
             return None
-        if getattr(self, "_one_sequence_of", None) is not self.model:  # looked up once per model object
-            self._one_sequence_tagger = OneSequenceTagger.of(self.model, self._char_encoder())
-            self._one_sequence_of = self.model
-        if self._one_sequence_tagger is None:
+        model, tagger = self._one_sequence_route or (None, None)
+        if model is not self.model:
+            model = self.model
+            tagger = OneSequenceTagger.of(model, self._char_encoder())
+            self._one_sequence_route = (model, tagger)  # one assignment: threads see both or neither
+        if tagger is None:
             return None
         token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
-        decoded = self._one_sequence_tagger.decode(item, data.word_table, token_vectors, with_scores)
+        decoded = tagger.decode(item, data.word_table, token_vectors, with_scores)
         if decoded is None:
             return None
         paths, scores = decoded
@@ -314,10 +328,12 @@ class SequenceLabeler(LabelerAPI):
     def _char_encoder(self) -> torch.nn.Module | None:
         """The model's character encoder, found once per model object (a module walk costs
         about 50 us, noticeable on one-sequence calls)."""
-        if getattr(self, "_char_encoder_of", None) is not self.model:
-            self._char_encoder_found = rows_encoder(self.model)
-            self._char_encoder_of = self.model
-        return self._char_encoder_found
+        model, encoder = self._char_encoder_route or (None, None)
+        if model is not self.model:
+            model = self.model
+            encoder = rows_encoder(model)
+            self._char_encoder_route = (model, encoder)
+        return encoder
 
     def predict(
         self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
@@ -329,11 +345,23 @@ class SequenceLabeler(LabelerAPI):
         every process returns the complete, identical list. ``with_scores=False`` gives labels
         only (``Prediction.scores`` None): a CRF then skips its forward-backward pass.
         """
-        if self.word_table is not None:
-            # A server tagging for months meets new words for ever (numbers, names): bound the
-            # table. Safe here: this call encodes and decodes, nothing keeps older row ids.
-            self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
-        return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
+        with self._tagging_call():
+            return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def _tagging_call(self) -> Iterator[None]:
+        """One ``predict`` call, counted while it runs. A server tagging for months meets new
+        words for ever (numbers, names), so the word table is bounded here, at the start of a
+        call that no other call overlaps: none then holds row ids into it."""
+        with self._calls_lock:
+            if self._calls_in_flight == 0 and self.word_table is not None:
+                self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
+            self._calls_in_flight += 1
+        try:
+            yield
+        finally:
+            with self._calls_lock:
+                self._calls_in_flight -= 1
 
     def count_entities(
         self,
