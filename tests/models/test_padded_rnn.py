@@ -227,7 +227,7 @@ def test_tagging_through_time_major_rows_equals_the_batch_first_path(
         return labeler.predict(sequences, batch_size=4) + [labeler.predict([s], batch_size=1)[0] for s in sequences[:4]]
 
     fast = tag()
-    if padded_rnn.packed_lstm.packed_lstm_available():
+    if padded_rnn.onednn_lstm.laid_out_lstm_available():
         assert True in taken and False in taken and len(served) == 4
     monkeypatch.setattr(RecurrentEncoder, "time_major", lambda self, x, lengths: None)
     monkeypatch.setattr(SequenceLabeler, "_tag_one_sequence", lambda self, data, with_scores: None)

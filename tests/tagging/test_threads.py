@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from textorch.data.corpus import TokenSequence
-from textorch.models import packed_lstm
+from textorch.models import onednn_lstm
 from textorch.tagging.labeler import SequenceLabeler
 
 THREADS = 4
@@ -51,7 +51,7 @@ def _tag(labeler: SequenceLabeler, texts: list[TokenSequence]) -> list[tuple[lis
 
 def _forget(labeler: SequenceLabeler) -> None:
     labeler.token_vector_cache.clear()
-    packed_lstm._packed.clear()
+    onednn_lstm._laid_out.clear()
     labeler.word_table.reset_if_larger(0)
 
 
@@ -66,7 +66,7 @@ def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(tiny_con
             expected[thread, round_] = _tag(labeler, _texts(thread, round_))
     barrier = threading.Barrier(THREADS)
     got: dict[tuple[int, int], list] = {}
-    errors: list[BaseException] = []
+    errors: list[Exception] = []
 
     def run(thread: int) -> None:
         try:
@@ -75,7 +75,7 @@ def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(tiny_con
                     _forget(labeler)
                 barrier.wait()
                 got[thread, round_] = _tag(labeler, _texts(thread, round_))
-        except BaseException as error:  # reported below, and the barrier released for the others
+        except Exception as error:  # reported below, and the barrier released for the others
             errors.append(error)
             barrier.abort()
 
@@ -91,5 +91,5 @@ def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(tiny_con
         sys.setswitchinterval(switch_interval)
     assert not errors, errors
     assert got.keys() == expected.keys()
-    for key in expected:
-        assert got[key] == expected[key], key
+    for key, answers in expected.items():
+        assert got[key] == answers, key

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 from textorch.data.batching import Batch
-from textorch.models import packed_lstm
+from textorch.models import onednn_lstm
 from textorch.models.cpu_linear import CpuLinear, linear
 from textorch.models.padded_rnn import (
     FINAL_STATE_GROUP_COSTS,
@@ -96,7 +96,7 @@ class CharBiLSTMEmbedder(nn.Module):
         forward = ids[:, :steps].T  # time-major (T, N)
         backward = forward[time_major_read_back(lengths, steps), np.arange(count)]
         x = self.embedding(torch.from_numpy(np.stack([forward, backward], axis=-1))).reshape(steps, count, -1)
-        if packed_lstm.run_dtype(self.lstm, x) is not torch.float32:
+        if onednn_lstm.run_dtype(self.lstm, x) is not torch.float32:
             return None
         both = both_directions_time_major(self.lstm, x)
         return both.reshape(steps * count, -1).index_select(0, time_major_last_steps(lengths))
@@ -167,10 +167,9 @@ class FeatureEmbedder(nn.Module):
         return linear(torch.cat(parts, dim=-1), self.projection.weight, self.projection.bias, "tanh")
 
 
-def run_packed_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Run an RNN over right-padded sequences so padding never leaks into the backward pass
-    (zeros past each length; see :mod:`textorch.models.padded_rnn` for why not packing)."""
-    return rnn_outputs(rnn, x, lengths)
+run_packed_rnn = rnn_outputs
+"""The former name of :func:`textorch.models.padded_rnn.rnn_outputs` (which packs only where that
+pays), kept for old imports."""
 
 
 def rows_encoder(model: nn.Module) -> nn.Module | None:

@@ -15,7 +15,7 @@ serves only what it knows:
   the call's token vectors, casing or feature columns, whose encoder is an LSTM and whose head a
   CRF (every BiLSTM-CRF family architecture; GRUs, softmax heads and transformers keep the
   batch path);
-* at call time, where the LSTM's laid-out weights serve the call (:func:`packed_lstm.run_dtype`:
+* at call time, where the LSTM's laid-out weights serve the call (:func:`onednn_lstm.run_dtype`:
   CPU inference in float32), which a one-sequence call always runs in (``BF16_MIN_ROWS``).
 
 Anywhere else :meth:`OneSequenceTagger.decode` answers None and the batch path runs.
@@ -28,7 +28,7 @@ from torch import nn
 
 from textorch.data.encoding import EncodedSequence
 from textorch.data.word_table import WordTable
-from textorch.models import packed_lstm
+from textorch.models import onednn_lstm
 from textorch.models.embedders import CasingEmbedder, FeatureEmbedder, WordVectorEmbedder
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead
@@ -77,7 +77,7 @@ class OneSequenceTagger:
         None where this path does not serve the call (then the batch path must).
         ``token_vectors``: the call's character vectors by type id (``EncodedData.token_vectors``)."""
         x = self._embedded(item, word_table, token_vectors)
-        if x is None or packed_lstm.run_dtype(self.rnn, x) is not torch.float32:
+        if x is None or onednn_lstm.run_dtype(self.rnn, x) is not torch.float32:
             return None
         emissions = self.head.emissions(time_major_layers(self.rnn, x, None)).float().transpose(0, 1)
         return self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)

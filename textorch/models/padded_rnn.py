@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from textorch.models import packed_lstm
+from textorch.models import onednn_lstm
 from textorch.models.rows import inverse_permutation, permute_rows, select_rows
 
 
@@ -138,8 +138,8 @@ def _in_row_buckets(run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
 
 
 def _one_direction_exact(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
-    if packed_lstm.applies(rnn, x):
-        return packed_lstm.lstm_direction(rnn, x, layer, suffix)
+    if onednn_lstm.applies(rnn, x):
+        return onednn_lstm.lstm_direction(rnn, x, layer, suffix)
     names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
     if rnn.bias:
         names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
@@ -238,9 +238,9 @@ def _packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):
 def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
     if int(lengths.min()) == x.shape[1]:  # no padding at all (one sequence): nothing to mask
-        # Direction by direction where the LSTM's weights are kept laid out (packed_lstm: a
+        # Direction by direction where the LSTM's weights are kept laid out (onednn_lstm: a
         # one-token call 154-164 -> 75-85 us), else the fused call.
-        return padded_rnn(rnn, x, lengths) if packed_lstm.applies(rnn, x) else rnn(x)[0]
+        return padded_rnn(rnn, x, lengths) if onednn_lstm.applies(rnn, x) else rnn(x)[0]
     if _packs(rnn, x, lengths):
         out, _ = _packed(rnn, x, lengths)
         return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
@@ -261,10 +261,10 @@ def time_major_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) 
     CoNLL-2003's test set at batch 32 (one thread, batches built beforehand) a prototype of
     this path ran the network's part of tagging (word BiLSTM, dense layer, CRF) in 172.7
     instead of 192.3 ms; whole tagging calls took 5 % less time. Only where the
-    LSTM's weights are kept laid out (:func:`packed_lstm.applies`: CPU inference in float32, or
+    LSTM's weights are kept laid out (:func:`onednn_lstm.applies`: CPU inference in float32, or
     in bfloat16 under ``--precision bf16``, whose outputs are then bfloat16), and not for
     batches that :func:`rnn_outputs` would pack (mostly padding)."""
-    if lengths.device.type != "cpu" or not packed_lstm.applies(rnn, x):  # applies: LSTMs only
+    if lengths.device.type != "cpu" or not onednn_lstm.applies(rnn, x):  # applies: LSTMs only
         return None
     rows, steps = x.shape[0], x.shape[1]
     padding = int(lengths.min()) < steps
@@ -278,7 +278,7 @@ def time_major_layers(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tens
     """``(T, B, directions * H)``: every layer of ``rnn`` over time-major ``h`` ``(T, B, D)`` in the
     LSTM's format (:func:`_time_major_copy`), each row read backwards within its length by
     ``flat_reverse`` (:func:`_time_major_reverse_index`; None where no row is padded). Call only
-    where :func:`packed_lstm.applies` (:func:`time_major_outputs`, and a one-sequence call's
+    where :func:`onednn_lstm.applies` (:func:`time_major_outputs`, and a one-sequence call's
     :class:`textorch.models.one_sequence.OneSequenceTagger`, which has no padding to look for)."""
     for layer in range(rnn.num_layers):
         forward, backward = _time_major_directions(rnn, h, layer, flat_reverse)
@@ -288,9 +288,9 @@ def time_major_layers(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tens
 
 def _time_major_copy(x: torch.Tensor) -> torch.Tensor:
     """Batch-first ``x`` as a contiguous time-major tensor in the format the LSTM runs in
-    (:func:`packed_lstm.call_dtype`; callers have checked :func:`packed_lstm.applies`): one
+    (:func:`onednn_lstm.call_dtype`; callers have checked :func:`onednn_lstm.applies`): one
     copy, so that neither direction converts it again."""
-    return x.transpose(0, 1).to(packed_lstm.call_dtype(), memory_format=torch.contiguous_format)
+    return x.transpose(0, 1).to(onednn_lstm.call_dtype(), memory_format=torch.contiguous_format)
 
 
 def _time_major_directions(
@@ -337,7 +337,7 @@ def _reversed_time_major(h: torch.Tensor, flat_reverse: torch.Tensor | None) -> 
 
 def _time_major_direction(rnn: nn.LSTM, h: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
     """One direction over time-major ``h``, its rows padded to a bucket as in :func:`_one_direction`."""
-    return _in_row_buckets(lambda rows: packed_lstm.time_major_direction(rnn, rows, layer, suffix), h, row_dim=1)
+    return _in_row_buckets(lambda rows: onednn_lstm.time_major_direction(rnn, rows, layer, suffix), h, row_dim=1)
 
 
 @dataclass(frozen=True)
@@ -481,7 +481,7 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
 
 
 def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    if rnn.num_layers == 1 and lengths.device.type == "cpu" and packed_lstm.applies(rnn, x):
+    if rnn.num_layers == 1 and lengths.device.type == "cpu" and onednn_lstm.applies(rnn, x):
         return _time_major_final_states(rnn, x, lengths)
     out = padded_rnn(rnn, x, lengths)
     hidden = rnn.hidden_size
@@ -495,7 +495,7 @@ def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> to
 BOTH_DIRECTIONS_MAX_WORK = 450_000
 """Largest ``rows * steps * hidden * (inputs + hidden)`` (a direction's multiply-adds over 4) for
 which :func:`_time_major_final_states` runs both directions as one oneDNN call
-(:func:`packed_lstm.both_directions_time_major`): one call's fixed cost and a gather saved, the
+(:func:`onednn_lstm.both_directions_time_major`): one call's fixed cost and a gather saved, the
 other direction's arithmetic done again. Character BiLSTM 25 -> 2 x 25, final states, two calls /
 one call (one thread, the median of 9 x 200): 4, 8, 16 and 32 rows of 8 characters 1.33, 1.39,
 1.18 and 1.19; 32 x 10 (400k) 1.13, 48 x 10 (600k) 1.02, 64 x 10 1.01, 80 x 11 (1.1M) 0.97.
@@ -510,10 +510,10 @@ def both_directions_pay(rnn: nn.RNNBase, rows: int, steps: int, inputs: int) -> 
 
 
 def both_directions_time_major(rnn: nn.LSTM, side_by_side: torch.Tensor) -> torch.Tensor:
-    """``(T, B, 2H)``: :func:`packed_lstm.both_directions_time_major` of the first layer over
+    """``(T, B, 2H)``: :func:`onednn_lstm.both_directions_time_major` of the first layer over
     ``side_by_side`` ``(T, B, 2D)`` (each row, then each row read backwards within its length),
     its rows padded to a bucket as every CPU recurrent call's are."""
-    return _in_row_buckets(lambda part: packed_lstm.both_directions_time_major(rnn, part, 0), side_by_side, row_dim=1)
+    return _in_row_buckets(lambda part: onednn_lstm.both_directions_time_major(rnn, part, 0), side_by_side, row_dim=1)
 
 
 def _both_directions(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tensor | None) -> torch.Tensor | None:

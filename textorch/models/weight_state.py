@@ -18,7 +18,7 @@ _SAME_SIZE_INTEGER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.i
 class _Kept:
     """One parameter: the object, where its values live, and a copy of its bits."""
 
-    __slots__ = ("param", "data_ptr", "shape", "dtype", "live", "bits")
+    __slots__ = ("bits", "data_ptr", "dtype", "live", "param", "shape")
 
     def __init__(self, param: torch.Tensor) -> None:
         self.param = param  # held, so that its id cannot be given to another tensor

@@ -4,7 +4,7 @@
 and matrix products in bfloat16, everything numerically delicate (the CRF, softmax, scores)
 still in float32. On a CPU with native bfloat16 (AVX512-BF16 or AMX) oneDNN's BiLSTM then
 runs 1.65x faster (CoNLL-2003 word BiLSTM, batch 32); with its weights laid out once in
-bfloat16 (:mod:`textorch.models.packed_lstm`) CoNLL-2003 whole-file tagging ran 1.30x (batch
+bfloat16 (:mod:`textorch.models.onednn_lstm`) CoNLL-2003 whole-file tagging ran 1.30x (batch
 32) and 1.42x (batch 256) faster here, with 13 of 46,435 test labels changed and the same F1. Small
 batches lost (one-sequence calls ran 0.84-1.0x), so they run in fp32 (``BF16_MIN_ROWS``).
 Without native support oneDNN emulates bfloat16, which is slower than fp32: we warn.

@@ -43,7 +43,7 @@ LSTM_MODE = 2
 
 
 @dataclass
-class _Packed:
+class _LaidOut:
     """Reordered weights of one direction of one layer, its biases, and what they were made from."""
 
     weight_ih: torch.Tensor
@@ -53,13 +53,13 @@ class _Packed:
     made_from: WeightSnapshot
 
     @classmethod
-    def of(cls, sources: tuple[torch.Tensor, ...], hidden_size: int, dtype: torch.dtype = torch.float32) -> "_Packed":
+    def of(cls, sources: tuple[torch.Tensor, ...], hidden_size: int, dtype: torch.dtype = torch.float32) -> "_LaidOut":
         weight_ih, weight_hh, bias_ih, bias_hh = (t.detach() for t in sources)
         return cls._reordered(weight_ih, weight_hh, bias_ih, bias_hh, hidden_size, sources, dtype)
 
     @classmethod
     def both_directions(cls, sources: tuple[torch.Tensor, ...], hidden_size: int,
-                        dtype: torch.dtype = torch.float32) -> "_Packed":
+                        dtype: torch.dtype = torch.float32) -> "_LaidOut":
         """One LSTM of ``2 * hidden_size`` units that runs a bidirectional layer's two directions
         side by side (``sources``: the forward direction's four tensors, then the backward one's).
 
@@ -76,13 +76,13 @@ class _Packed:
 
     @classmethod
     def _reordered(cls, weight_ih: torch.Tensor, weight_hh: torch.Tensor, bias_ih: torch.Tensor, bias_hh: torch.Tensor,
-                   hidden_size: int, sources: tuple[torch.Tensor, ...], dtype: torch.dtype) -> "_Packed":
+                   hidden_size: int, sources: tuple[torch.Tensor, ...], dtype: torch.dtype) -> "_LaidOut":
         """The weight matrices in ``dtype`` and oneDNN's layout; the biases stay float32, as
         oneDNN's bfloat16 LSTM takes them (it adds them in float32)."""
         made_from = WeightSnapshot(sources)
-        packed = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(weight_ih.to(dtype), weight_hh.to(dtype), hidden_size,
-                                                                   False, True, False)
-        return cls(packed[0], packed[1], bias_ih, bias_hh, made_from)
+        weights = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(weight_ih.to(dtype), weight_hh.to(dtype), hidden_size,
+                                                                    False, True, False)
+        return cls(weights[0], weights[1], bias_ih, bias_hh, made_from)
 
     def still_valid(self, sources: tuple[torch.Tensor, ...]) -> bool:
         return self.made_from.matches(sources)
@@ -105,12 +105,12 @@ def _side_by_side_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_si
 
 # Per module, not on it: the reordered tensors (oneDNN's own layout) must not reach
 # state_dict, deepcopy or pickling of the model; they go when the module goes.
-_packed: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str, torch.dtype], _Packed]]" = weakref.WeakKeyDictionary()
-_packed_lock = threading.Lock()
+_laid_out: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str, torch.dtype], _LaidOut]]" = weakref.WeakKeyDictionary()
+_laid_out_lock = threading.Lock()
 
 
 @functools.cache
-def packed_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
+def laid_out_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
     """Whether this torch has the operators and they give ``torch.lstm``'s outputs in ``dtype``
     (float32: to 1e-5; bfloat16: to bfloat16's precision, against ``torch.lstm`` under autocast).
 
@@ -133,7 +133,7 @@ def packed_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 expected = lstm(x)[0].float()
             with torch.autocast("cpu", enabled=False):
-                got = _run(_Packed.of(_sources(lstm, 0, ""), lstm.hidden_size, dtype), x, lstm.hidden_size)
+                got = _run(_LaidOut.of(_sources(lstm, 0, ""), lstm.hidden_size, dtype), x, lstm.hidden_size)
             return got.dtype == dtype and bool(torch.allclose(got.float(), expected, atol=2e-2 if bf16 else 1e-5))
     except (AttributeError, RuntimeError, TypeError) as error:
         logger.debug("pre-reordered %s LSTM weights unavailable: %s", dtype, error)
@@ -153,7 +153,7 @@ def run_dtype(rnn: nn.RNNBase, x: torch.Tensor) -> torch.dtype | None:
     dtype = onednn_inference_dtype(x)
     if dtype is None or being_captured():
         return None
-    return dtype if packed_lstm_available(dtype) else None
+    return dtype if laid_out_lstm_available(dtype) else None
 
 
 def applies(rnn: nn.RNNBase, x: torch.Tensor) -> bool:
@@ -177,7 +177,7 @@ def time_major_direction(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str)
     """:func:`lstm_direction` over time-major ``x`` ``(T, B, D)``, giving ``(T, B, H)``: oneDNN's
     own order, so nothing is transposed. Call only where :func:`applies`."""
     sources = _sources(rnn, layer, suffix)
-    return _run(_entry(rnn, (layer, suffix), sources, _Packed.of), x, rnn.hidden_size)
+    return _run(_entry(rnn, (layer, suffix), sources, _LaidOut.of), x, rnn.hidden_size)
 
 
 def both_directions_time_major(rnn: nn.LSTM, x: torch.Tensor, layer: int) -> torch.Tensor:
@@ -191,23 +191,23 @@ def both_directions_time_major(rnn: nn.LSTM, x: torch.Tensor, layer: int) -> tor
     doubled LSTM 77 us, outputs bit for bit the same). The doubled LSTM does twice the
     arithmetic, so larger inputs run faster as two calls (``padded_rnn.BOTH_DIRECTIONS_MAX_WORK``)."""
     sources = _sources(rnn, layer, "") + _sources(rnn, layer, "_reverse")
-    return _run(_entry(rnn, (layer, "both"), sources, _Packed.both_directions), x, 2 * rnn.hidden_size)
+    return _run(_entry(rnn, (layer, "both"), sources, _LaidOut.both_directions), x, 2 * rnn.hidden_size)
 
 
 def _entry(rnn: nn.LSTM, key: tuple[int, str], sources: tuple[torch.Tensor, ...],
-           make: Callable[[tuple[torch.Tensor, ...], int, torch.dtype], _Packed]) -> _Packed:
+           make: Callable[[tuple[torch.Tensor, ...], int, torch.dtype], _LaidOut]) -> _LaidOut:
     """The reordered weights kept under ``key`` for ``rnn`` in this call's format (float32 and
     bfloat16 ones side by side), made again where ``sources`` changed."""
     dtype = call_dtype()
-    entries = _packed.get(rnn)
+    entries = _laid_out.get(rnn)
     entry = None if entries is None else entries.get((*key, dtype))
     if entry is not None and entry.still_valid(sources):
         return entry
     entry = make(sources, rnn.hidden_size, dtype)
-    with _packed_lock:  # the dictionaries are shared by every thread tagging with this module
-        entries = _packed.get(rnn)
+    with _laid_out_lock:  # the dictionaries are shared by every thread tagging with this module
+        entries = _laid_out.get(rnn)
         if entries is None:
-            entries = _packed[rnn] = {}
+            entries = _laid_out[rnn] = {}
         entries[(*key, dtype)] = entry
     return entry
 
@@ -222,11 +222,11 @@ def _sources(rnn: nn.LSTM, layer: int, suffix: str) -> tuple[torch.Tensor, ...]:
 _python_binding = getattr(torch, "mkldnn_rnn_layer", None)
 
 
-def _run(packed: _Packed, time_major: torch.Tensor, hidden_size: int) -> torch.Tensor:
+def _run(laid_out: _LaidOut, time_major: torch.Tensor, hidden_size: int) -> torch.Tensor:
     """``(T, B, H)`` outputs of one direction over ``time_major`` ``(T, B, D)``, in the number
-    format of ``packed``'s weights."""
-    time_major = time_major.to(packed.weight_ih.dtype).contiguous()
+    format of ``laid_out``'s weights."""
+    time_major = time_major.to(laid_out.weight_ih.dtype).contiguous()
     zeros = time_major.new_zeros(time_major.shape[1], hidden_size)
     rnn_layer = _python_binding or torch.ops.aten.mkldnn_rnn_layer
-    return rnn_layer(time_major, packed.weight_ih, packed.weight_hh, packed.bias_ih, packed.bias_hh, zeros, zeros,
+    return rnn_layer(time_major, laid_out.weight_ih, laid_out.weight_hh, laid_out.bias_ih, laid_out.bias_hh, zeros, zeros,
                       False, [], LSTM_MODE, hidden_size, 1, True, False, False, False)[0]
