@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from textorch.runtime.precision import cpu_has_native_bf16
-from textorch.models import onednn_lstm, padded_rnn
+from textorch.models import onednn_lstm, packing_rule, padded_rnn, time_major_rnn
 from textorch.models.onednn_lstm import applies, lstm_direction, laid_out_lstm_available
 
 needs_layout = pytest.mark.skipif(not laid_out_lstm_available(), reason="this torch build cannot lay out LSTM weights")
@@ -248,7 +248,7 @@ def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> No
     with torch.inference_mode():
         assert padded_rnn.time_major_outputs(gru, x, lengths) is None
         assert padded_rnn.time_major_outputs(lstm, x, lengths) is not None
-        assert padded_rnn._packs(lstm, x[:1].expand(64, -1, -1), mostly_padding)
+        assert packing_rule.packs(lstm, x[:1].expand(64, -1, -1), mostly_padding)
         assert padded_rnn.time_major_outputs(lstm, x[:1].expand(64, -1, -1), mostly_padding) is None
         with torch.autocast("cpu", dtype=torch.float16):
             assert padded_rnn.time_major_outputs(lstm, x, lengths) is None
@@ -270,9 +270,9 @@ def test_final_states_at_inference_run_time_major_and_equal_the_packed_ones(
     lengths_t = torch.tensor(lengths)
     x = torch.randn(len(lengths), max(lengths), 6, generator=torch.Generator().manual_seed(len(lengths)))
     taken: list[int] = []
-    real = padded_rnn._time_major_final_states
-    monkeypatch.setattr(padded_rnn, "_time_major_final_states", lambda *a: taken.append(1) or real(*a))
-    monkeypatch.setattr(padded_rnn, "BOTH_DIRECTIONS_MAX_WORK", 10**9 if one_call else 0)
+    real = padded_rnn.time_major_final_states
+    monkeypatch.setattr(padded_rnn, "time_major_final_states", lambda *a: taken.append(1) or real(*a))
+    monkeypatch.setattr(time_major_rnn, "BOTH_DIRECTIONS_MAX_WORK", 10**9 if one_call else 0)
     joint: list[int] = []
     both = onednn_lstm.both_directions_time_major
     monkeypatch.setattr(onednn_lstm, "both_directions_time_major", lambda *a: joint.append(1) or both(*a))
@@ -388,7 +388,7 @@ def test_time_major_outputs_under_bf16_autocast_equal_the_ordinary_ones(lengths:
     lengths_t = torch.tensor(lengths)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         got = padded_rnn.time_major_outputs(rnn, x, lengths_t)
-        finals = padded_rnn._time_major_final_states(rnn, x, lengths_t)
+        finals = padded_rnn.time_major_final_states(rnn, x, lengths_t)
     with torch.inference_mode():
         expected = padded_rnn.masked_padded_rnn(rnn, x, lengths_t)
         expected_finals = padded_rnn.final_states(rnn, x, lengths_t)

@@ -14,7 +14,7 @@ from short_sequences import short_sequences
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from textorch.models import inference_batches, padded_rnn
+from textorch.models import inference_batches, length_groups, packing_rule, padded_rnn
 from textorch.models.padded_rnn import (
     final_states,
     masked_padded_rnn,
@@ -153,7 +153,7 @@ def test_quick_bound_never_keeps_one_block_when_a_split_is_cheaper() -> None:
         costs = padded_rnn.GroupCosts(step_cost_in_rows=3.3, group_cost=float(rng.choice([5.0, 60.0, 160.0, 600.0])),
                                       max_groups=3)
         one_block = max(sizes) * (len(sizes) + costs.step_cost_in_rows) + costs.group_cost
-        if padded_rnn._one_block_is_cheapest(np.array(sizes), costs):
+        if length_groups._one_block_is_cheapest(np.array(sizes), costs):
             settled += 1
             assert _brute_force_cost(sizes, costs) == pytest.approx(one_block), (sizes, costs)
     assert settled > 50  # the bound settles many cases, not only trivial ones
@@ -163,8 +163,8 @@ def test_quick_bound_settles_short_tagging_batches() -> None:
     """GROBID date's test batches (32 rows of 1-4 and of 4-8 tokens) need no search."""
     costs = inference_batches.INFERENCE_GROUP_COSTS
     for sizes in ([1] * 4 + [2] * 16 + [3] * 7 + [4] * 5, [4] * 9 + [5] * 16 + [7] * 5 + [8] * 2):
-        assert padded_rnn._one_block_is_cheapest(np.array(sizes), costs)
-    assert not padded_rnn._one_block_is_cheapest(np.array([5, 7, 9, 873] + [10] * 28), padded_rnn.WORD_GROUP_COSTS)
+        assert length_groups._one_block_is_cheapest(np.array(sizes), costs)
+    assert not length_groups._one_block_is_cheapest(np.array([5, 7, 9, 873] + [10] * 28), padded_rnn.WORD_GROUP_COSTS)
 
 
 def test_length_groups_split_heavy_tails_only() -> None:
@@ -192,7 +192,7 @@ def test_tagging_outputs_equal_packed_whether_padded_or_packed(cell: type, lengt
     expected = pad_packed_sequence(expected, batch_first=True, total_length=9)[0]
     with torch.inference_mode():
         got = rnn_outputs(rnn, x, n)
-        packed = padded_rnn._packs(rnn, x, n)
+        packed = packing_rule.packs(rnn, x, n)
     assert torch.allclose(got, expected, atol=1e-6)
     assert packed == packs
 

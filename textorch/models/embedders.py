@@ -12,12 +12,11 @@ from torch import nn
 from textorch.data.batching import Batch
 from textorch.models import onednn_lstm
 from textorch.models.cpu_linear import CpuLinear, linear
-from textorch.models.padded_rnn import (
-    FINAL_STATE_GROUP_COSTS,
+from textorch.models.length_groups import FINAL_STATE_GROUP_COSTS
+from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
+from textorch.models.time_major_rnn import (
     both_directions_pay,
     both_directions_time_major,
-    rnn_final_states,
-    rnn_outputs,
     time_major_last_steps,
     time_major_read_back,
 )
@@ -74,7 +73,7 @@ class CharBiLSTMEmbedder(nn.Module):
     def _small_table_states(self, rows: torch.Tensor) -> torch.Tensor | None:
         """:meth:`encode_rows` of a small table at CPU inference (a one-sequence call's new tokens),
         or None where the general route must run (under autocast, tables with an empty row, tables
-        past ``padded_rnn.BOTH_DIRECTIONS_MAX_WORK`` or a length group's cost).
+        past ``time_major_rnn.BOTH_DIRECTIONS_MAX_WORK`` or a length group's cost).
 
         The general route embeds the rows, then reverses them within their lengths and sets the
         two side by side for one call of both LSTM directions: on a few rows of a few characters

@@ -32,7 +32,7 @@ from textorch.models import onednn_lstm
 from textorch.models.embedders import CasingEmbedder, FeatureEmbedder, WordVectorEmbedder
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead
-from textorch.models.padded_rnn import time_major_layers
+from textorch.models.time_major_rnn import time_major_layers
 from textorch.models.tagger import SequenceTagger
 
 _WORDS, _CHARS, _CASING, _FEATURES = "words", "chars", "casing", "features"
