@@ -148,3 +148,20 @@ def test_kept_token_vectors_after_a_weight_write_equal_fresh_ones(write: str) ->
         expected = encode_token_types(copy.deepcopy(encoder), torch.from_numpy(table))
     assert not torch.equal(before, expected)
     assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("size", [3, 5000])  # compared as bytes, and with NumPy
+def test_a_snapshot_sees_a_change_of_one_bit_and_a_new_tensor(size: int) -> None:
+    from textorch.models.weight_state import WeightSnapshot
+
+    param = nn.Parameter(torch.zeros(size))
+    other = nn.Parameter(torch.zeros(size))
+    snapshot = WeightSnapshot((param,))
+    assert snapshot.matches((param,))
+    assert not snapshot.matches((other,))  # equal values, another tensor
+    with torch.no_grad():
+        param.data[-1] = -0.0  # equal to 0.0 as a number, not as bits
+    assert not snapshot.matches((param,))
+    param.data = torch.zeros(size)  # the same object, new memory
+    assert not WeightSnapshot((other,)).matches((param,))
+    assert not snapshot.matches((param,))

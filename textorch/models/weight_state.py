@@ -10,13 +10,19 @@ recomputing what is kept. Bits, not values: ``-0.0`` against ``0.0`` or another 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+BYTES_COMPARED_AS_BYTES = 16384
+"""Parameters up to this size compare as ``bytes`` (a copy and a memcmp: the least overhead per
+call); larger ones with NumPy, which reads each side once and copies nothing."""
 
 _SAME_SIZE_INTEGER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 class _Kept:
-    """One parameter: the object, where its values live, and a copy of its bits."""
+    """One parameter: the object, where its values live, and a copy of its bits (bytes or a NumPy
+    array on the CPU, a tensor on other devices)."""
 
     __slots__ = ("bits", "data_ptr", "dtype", "live", "param", "shape")
 
@@ -27,7 +33,13 @@ class _Kept:
         self.dtype = param.dtype
         live = _integer_view(param)
         on_cpu = live.device.type == "cpu"
-        self.bits: bytes | torch.Tensor = live.numpy().tobytes() if on_cpu else live.clone()
+        self.bits: bytes | np.ndarray | torch.Tensor
+        if not on_cpu:
+            self.bits = live.clone()
+        elif live.numel() * live.element_size() <= BYTES_COMPARED_AS_BYTES:
+            self.bits = live.numpy().tobytes()
+        else:
+            self.bits = live.numpy().copy()
         # A view that shares the parameter's memory, made once (None: a strided parameter,
         # whose contiguous copy must be made again at each check).
         self.live = None if not param.is_contiguous() else live.numpy() if on_cpu else live
@@ -38,12 +50,15 @@ class _Kept:
         if param.shape != self.shape or param.dtype != self.dtype:
             return False
         live = self.live
+        bits = self.bits
         if live is None:
             live = _integer_view(param)
-            live = live.numpy() if isinstance(self.bits, bytes) else live
-        if isinstance(self.bits, bytes):
-            return live.tobytes() == self.bits  # one copy and a memcmp
-        return torch.equal(live, self.bits)
+            live = live if isinstance(bits, torch.Tensor) else live.numpy()
+        if isinstance(bits, bytes):
+            return live.tobytes() == bits
+        if isinstance(bits, np.ndarray):
+            return bool(np.array_equal(live, bits))
+        return torch.equal(live, bits)
 
 
 class WeightSnapshot:
