@@ -1,13 +1,11 @@
 """Dense layers at inference on the CPU through oneDNN instead of the BLAS behind ``F.linear``.
 
-PyTorch's CPU wheels run ``F.linear`` through Intel MKL, which on AMD processors takes its
-AVX2 code whatever the CPU offers; oneDNN (also in the wheel, already running our LSTMs) uses
-AVX-512 there. On this project's AMD EPYC with AVX-512 (one thread): a 2048 x 2048 fp32 product
-117 GFLOP/s through MKL against 265 through oneDNN; the tagger's dense layer (430 x 200 -> 100,
-one CoNLL-2003 batch of 32) 165 -> 87 us, 249 -> 96 us with its tanh fused; a MiniLM feed-forward
-product (640 x 384 -> 1536) 6.2 -> 2.8 ms. oneDNN costs about 10 us more per call, so small
+PyTorch's CPU wheels run ``F.linear`` through Intel MKL, which on some processors does not take
+the widest vector instructions the CPU offers; oneDNN (also in the wheel, already running our
+LSTMs) does, and fuses the tagger's tanh into the product. oneDNN costs more per call, so small
 products stay with ``F.linear`` (``ONEDNN_MIN_MACS``). Results differ from MKL's only by rounding
-(about 1e-6).
+(about 1e-6). The operator is private to PyTorch (:mod:`textorch.runtime.onednn_ops`): where it
+is missing, ``F.linear`` runs. Measurements: docs/performance.md.
 
 Only where nothing needs the product's gradient, in fp32 (or in bfloat16 under CPU bfloat16
 autocast, see ``_onednn_dtype``), outside tracing and export (ONNX graphs and ``torch.compile``
@@ -30,9 +28,8 @@ from textorch.models.graph_capture import being_captured
 logger = logging.getLogger(__name__)
 
 ONEDNN_MIN_MACS = 1_000_000
-"""Multiply-adds (rows x inputs x outputs) from which oneDNN's product beats MKL's here: MKL time /
-oneDNN time was 0.53 at 8 x 200 -> 100, 1.06 at 48 x 200 -> 100 (0.96 M), 1.06 at 8 x 384 -> 384
-(1.2 M), 1.49 at 8 x 384 -> 1536, 2.0-2.2 from 10 M up; 0.31-0.65 for 8-128 rows x 100 -> 9."""
+"""Multiply-adds (rows x inputs x outputs) from which oneDNN's product beat MKL's in our
+measurements (docs/performance.md): below it oneDNN's larger fixed cost per call dominates."""
 
 ACTIVATIONS = ("none", "tanh", "relu")
 
@@ -64,9 +61,8 @@ def _onednn_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype | None:
     """The number format oneDNN's product runs in here, or None for the ordinary path: float32
     outside autocast; bfloat16 under CPU bfloat16 autocast (``--precision bf16``) on a CPU
     that has it natively (:func:`textorch.runtime.precision.onednn_inference_dtype`, the rule
-    the LSTMs' laid-out weights follow too), where autocast's own ``F.linear`` was no faster than fp32 (a CoNLL
-    batch's 448 x 200 -> 100 layer with tanh: autocast 113 us, oneDNN fp32 105, oneDNN bf16
-    64 with the weights cast on every call)."""
+    the LSTMs' laid-out weights follow too), where autocast's own ``F.linear`` was no faster
+    than fp32 and oneDNN's bfloat16 product was, even with the weights cast on every call."""
     # Cheapest tests first: one-sequence calls (small products) leave at the second.
     if x.dtype not in (torch.float32, torch.bfloat16) or weight.dtype != torch.float32 or x.dim() < 2:
         return None

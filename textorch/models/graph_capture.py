@@ -15,8 +15,8 @@ def being_captured() -> bool:
     """Tracing, compiling or exporting to ONNX.
 
     ``torch.onnx`` is asked only once something has imported it: an export cannot be under way
-    before that, and touching ``torch.onnx`` imports it, which cost the first tagging call of a
-    process 20-80 ms (and each later check about 1 us) in processes that never export."""
+    before that, and touching ``torch.onnx`` imports it, a cost the first tagging call of a
+    process would pay in processes that never export."""
     if torch.jit.is_tracing() or torch.compiler.is_compiling():
         return True
     onnx = sys.modules.get("torch.onnx")

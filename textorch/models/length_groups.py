@@ -31,13 +31,13 @@ class GroupCosts:
 
 
 WORD_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=60.0, max_groups=3)
-"""Word BiLSTM 150 -> 2 x 100 (oneDNN): one time step costs about as much as 3.3 more rows
-(22 us a step at batch 1, 185 us at batch 32, both directions)."""
+"""Word BiLSTM (oneDNN): one time step costs about as much as 3.3 more rows (fitted on the
+CoNLL-2003 tagger's, docs/performance.md)."""
 
 
 FINAL_STATE_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=600.0, max_groups=4)
-"""Character BiLSTM 25 -> 2 x 25 over the distinct tokens of a batch: a new group costs about
-0.5 ms a direction in calls and gathers (forward plus backward), as much as 600 row-steps."""
+"""Character BiLSTM over the distinct tokens of a batch: a new group costs, in calls and gathers
+(forward plus backward), as much as 600 row-steps (docs/performance.md)."""
 
 
 def length_groups(lengths: torch.Tensor, costs: GroupCosts = WORD_GROUP_COSTS) -> list[torch.Tensor] | None:
@@ -93,8 +93,7 @@ def _one_block_is_cheapest(sizes: np.ndarray, costs: GroupCosts) -> bool:
     row's own length, one step cost for the longest row's group and one for another group
     (whose longest is at least the shortest row), and one group more. Exact (never skips a
     cheaper split; on a tie the search keeps one block too), and most tagging batches and
-    character tables stop here: the search took 70-80 us a call, three calls of a 3.2 ms
-    GROBID date pass at batch 32."""
+    character tables stop here, sparing the search, a visible share of a small file's pass."""
     longest, shortest = int(sizes.max()), int(sizes.min())
     one_block = longest * (len(sizes) + costs.step_cost_in_rows)
     split_at_least = int(sizes.sum()) + costs.step_cost_in_rows * (longest + shortest) + costs.group_cost

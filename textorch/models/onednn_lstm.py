@@ -2,21 +2,19 @@
 
 ``torch.lstm`` on the CPU hands its weights to oneDNN as plain matrices, and oneDNN reorders
 them into its blocked layout on every call. For the small batches of tagging that reorder is
-most of a call's fixed cost: one direction of the CoNLL-2003 tagger's word LSTM (150 -> 100,
-one thread, AMD EPYC) took 70 us on one token through ``torch.lstm`` and 26 us with weights
-reordered beforehand, 576 against 526 us on a batch of 32 x 15 tokens; outputs are bit for
-bit the same. PyTorch keeps such pre-reordered weights only inside ``torch.compile``'s frozen
-graphs (the operators below are the ones it calls), so this module keeps them itself, per
-module and direction, and lays them out again whenever a weight is replaced or changed
-(:func:`textorch.models.weight_state.weights_state`: in-place changes, optimizer steps).
+most of a call's fixed cost, and the outputs are bit for bit the same with weights laid out
+beforehand. PyTorch keeps such laid-out weights only inside ``torch.compile``'s frozen graphs
+(the operators below are the ones it calls, private to PyTorch: :mod:`textorch.runtime.onednn_ops`),
+so this module keeps them itself, per module and direction, and lays them out again whenever a
+weight is replaced or written in any way (:class:`textorch.models.weight_state.WeightSnapshot`
+compares their bits). A lock guards the kept layouts: threads tagging with one model share them.
 
 Only where nothing needs gradients, outside tracing and export, in float32 outside autocast or
 in bfloat16 under CPU bfloat16 autocast (``--precision bf16``) on a CPU that has it natively:
-there ``torch.lstm`` cast and reordered the weights on every call, and with bfloat16 weights
-kept laid out bf16 tagging ran 1.05-1.42x as fast as fp32 instead of 0.89-1.23x (CoNLL-2003,
-GROBID name-header and date at batch 32 and 256, one thread, in one process, alternating), with
-the same labels as autocast's ``torch.lstm``. Everywhere else (training, GRUs, ONNX export)
-``torch.lstm`` runs as before.
+there ``torch.lstm`` cast and reordered the weights on every call, and bfloat16 weights kept
+laid out are what makes bf16 tagging pay, with the same labels as autocast's ``torch.lstm``.
+Everywhere else (training, GRUs, ONNX export) ``torch.lstm`` runs as before. Measurements:
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -187,9 +185,9 @@ def both_directions_time_major(rnn: nn.LSTM, x: torch.Tensor, layer: int) -> tor
     that direction read. Call only where :func:`applies`, on a bidirectional LSTM.
 
     Why: every oneDNN call has a fixed cost that dominates tiny inputs (a one-sentence character
-    table, 8 tokens of up to 8 characters, 25 -> 2 x 25 units: two calls 132 us, one call of the
-    doubled LSTM 77 us, outputs bit for bit the same). The doubled LSTM does twice the
-    arithmetic, so larger inputs run faster as two calls (``padded_rnn.BOTH_DIRECTIONS_MAX_WORK``)."""
+    table), and one call of the doubled LSTM gives both directions' outputs bit for bit. The
+    doubled LSTM does twice the arithmetic, so larger inputs run faster as two calls
+    (``time_major_rnn.BOTH_DIRECTIONS_MAX_WORK``)."""
     sources = _sources(rnn, layer, "") + _sources(rnn, layer, "_reverse")
     return _run(_entry(rnn, (layer, "both"), sources, _LaidOut.both_directions), x, 2 * rnn.hidden_size)
 
@@ -218,7 +216,7 @@ def _sources(rnn: nn.LSTM, layer: int, suffix: str) -> tuple[torch.Tensor, ...]:
             getattr(rnn, "bias_hh" + name))
 
 
-# The operator's Python binding costs 3 us less a call than torch.ops.aten's dispatch.
+# The operator's Python binding costs less a call than torch.ops.aten's dispatch.
 _python_binding = getattr(torch, "mkldnn_rnn_layer", None)
 
 

@@ -17,23 +17,17 @@ def records_gradients(rnn: nn.RNNBase) -> bool:
 
 
 PACKED_TOKEN_COST = 2.1
-
-
 PACKED_STEP_COST = 11.0
 """What a packed tagging call costs, in row-steps of a padded one (one row for one time step):
 each real token ``PACKED_TOKEN_COST`` and each time step ``PACKED_STEP_COST`` more (PyTorch's
-step-by-step kernel). Fitted on the word BiLSTM 150 -> 2 x 100 (one thread): a padded row-step
-took 3.0 us, packed 6.4 us a token and 34 a step. Packed beat padded by 2-3x on 64 rows of
-mostly short sequences (fill 7-15 %), lost by 1.2-2x on 8-16 rows at any fill and on 64 rows
-above half full; the rule GRUs keep (``PACKING_FILL``) packed GROBID date's test file at batch
-256 (64 rows of 1-8 tokens, 48 % full): 4.44 ms a pass against 3.52 with this one
-(name-header 25.1 -> 23.7 ms, CoNLL-2003 278 -> 273 ms at batch 256)."""
+step-by-step kernel), fitted on the word BiLSTM. Packing wins on many rows of mostly short
+sequences and loses on few rows at any fill, which a plain fill threshold (GRUs'
+``PACKING_FILL``) gets wrong (docs/performance.md)."""
 
 
 PACKING_FILL = 0.6
 """GRUs pack a batch whose real positions fill less than this share of it. PyTorch has no
-fused oneDNN GRU: padded or packed, it steps through time, and packed it skips the padding
-(0.13-0.72x the padded time on 8-64 rows 7-42 % full)."""
+fused oneDNN GRU: padded or packed, it steps through time, and packed it skips the padding."""
 
 
 def packs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> bool:

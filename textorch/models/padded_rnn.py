@@ -1,11 +1,9 @@
 """Recurrent layers over right-padded batches, exact on every real step, without packing.
 
 Packing (``pack_padded_sequence``) keeps padding out of a bidirectional RNN, but on the CPU it
-takes PyTorch's step-by-step kernel instead of the fused oneDNN one: forward plus backward of a
-CoNLL-2003 batch ran 1.45-1.6x slower packed (CoNLL training went from 13.0k to 16.0k tokens/s),
-and tagging too ran 5-50 % slower packed (word BiLSTM, sorted batches of 8-256). Tagging still
-packs on CUDA, where cuDNN runs packed batches natively, and on the CPU for batches of many
-rows that are mostly padding (``PACKED_TOKEN_COST``; GRUs: ``PACKING_FILL``).
+takes PyTorch's step-by-step kernel instead of the fused oneDNN one, in training and in
+tagging alike. Tagging still packs on CUDA, where cuDNN runs packed batches natively, and on
+the CPU for batches of many rows that are mostly padding (:mod:`textorch.models.packing_rule`).
 
 Unpacked, each direction runs on padded input: the forward direction never reads
 what follows a step, and the backward direction reads every sequence reversed *within its own
@@ -14,10 +12,9 @@ training updates the same weights and saved models are unchanged.
 
 Character encoders see rows of very different lengths (CoNLL tokens: 1 to 20+ characters,
 mostly under 8), so :func:`final_states` sorts rows by length and runs a few groups, each
-padded to its own longest row, cut where a cost model says (:func:`length_groups`). Two equal
-halves were 1.4x faster than one padded block in training and 1.7x faster than packing when
-tagging; cuts from the cost model ran a CoNLL-2003 training epoch another 9-11 % faster
-(padded character steps 2.1x -> 1.5x the real ones).
+padded to its own longest row, cut where a cost model says
+(:mod:`textorch.models.length_groups`). At CPU inference, LSTMs run time-major
+(:mod:`textorch.models.time_major_rnn`). Measurements: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -64,7 +61,7 @@ def gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``x[b, index[b, t]]`` for every row and step (``index`` is ``(B, T)``, ``x`` ``(B, T, D)``).
 
     Rows of the flattened ``(B*T, D)`` tensor picked by one index (``index_select``, see
-    :mod:`textorch.models.rows`): ``gather`` with an index expanded over D was 2x slower."""
+    :mod:`textorch.models.rows`): ``gather`` with an index expanded over D was slower."""
     batch, steps = index.shape
     return select_rows(x.reshape(batch * x.shape[1], -1), _flat_time_index(index, x.shape[1])).reshape(batch, steps, -1)
 
@@ -155,8 +152,8 @@ def padded_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch
     steps = x.shape[1]
     reverse = None
     if rnn.bidirectional:
-        # Rows without padding read backwards by a flip (one-sequence calls: 30-40 us less
-        # than building and applying the index). Lengths are read only where they live on the
+        # Rows without padding read backwards by a flip (cheaper than building and applying
+        # the index, which one-sequence calls notice). Lengths are read only where they live on the
         # CPU (batches keep them there; reading CUDA ones would wait for the device).
         if lengths.device.type == "cpu" and int(lengths.min()) == steps:
             reverse = functools.partial(torch.flip, dims=(1,))
@@ -187,8 +184,8 @@ def masked_padded_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -
 def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
     if int(lengths.min()) == x.shape[1]:  # no padding at all (one sequence): nothing to mask
-        # Direction by direction where the LSTM's weights are kept laid out (onednn_lstm: a
-        # one-token call 154-164 -> 75-85 us), else the fused call.
+        # Direction by direction where the LSTM's weights are kept laid out (onednn_lstm: no
+        # reorder per call), else the fused call.
         return padded_rnn(rnn, x, lengths) if onednn_lstm.applies(rnn, x) else rnn(x)[0]
     if packs(rnn, x, lengths):
         out, _ = run_packed(rnn, x, lengths)
@@ -222,8 +219,8 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
     the packed RNN (forward at the last real step, backward after reading back to step 0).
     Rows must have length >= 1. Rows run in groups of similar length (:func:`length_groups`).
 
-    Token lengths have a long tail (CoNLL-2003: most under 8 characters, a few of 20-60), so one
-    padded block, or halves, ran 2-3x the character steps there are."""
+    Token lengths have a long tail (most under 8 characters, a few of 20-60), so one padded
+    block, or halves, would run several times the character steps there are."""
     groups = length_groups(lengths, FINAL_STATE_GROUP_COSTS)
     if groups is None:
         return _final_states(rnn, x, lengths)

@@ -17,12 +17,8 @@ from torch import nn
 ONEDNN_ROW_BUCKETS_FROM = 16
 """Above this many rows a CPU recurrent call is padded to a few row counts per doubling.
 
-oneDNN builds (and JIT-compiles) a kernel for every new input shape: 1-2 ms in fp32, about
-3 ms in bf16, against 0.25 ms for a whole cached call of the character BiLSTM. Character rows
-are the distinct tokens of a batch, a new count nearly every training step (CoNLL-2003: 594
-shapes in 834 calls an epoch), so one epoch spent 0.42 s (fp32) or 2.7 s (bf16) building
-kernels; with rows rounded up (at most 4 sizes per doubling, 12 % padding on average) 0.11 s
-and 0.65 s. Padded rows are zeros whose outputs are dropped: results are unchanged."""
+Four sizes per doubling cost little padding on average and leave oneDNN few kernels to build
+(docs/performance.md). Padded rows are zeros whose outputs are dropped: results are unchanged."""
 
 
 def bucketed_rows(rows: int) -> int:

@@ -26,11 +26,9 @@ def time_major_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) 
 
     Why: oneDNN's recurrent layer reads and writes time-major tensors, so the batch-first path
     copies each direction's input and output across, reverses the backward direction on both
-    sides, and masks; the tagger's dense layer and CRF are as happy with time-major rows. On
-    CoNLL-2003's test set at batch 32 (one thread, batches built beforehand) a prototype of
-    this path ran the network's part of tagging (word BiLSTM, dense layer, CRF) in 172.7
-    instead of 192.3 ms; whole tagging calls took 5 % less time. Only where the
-    LSTM's weights are kept laid out (:func:`onednn_lstm.applies`: CPU inference in float32, or
+    sides, and masks; the tagger's dense layer and CRF are as happy with time-major rows. Only
+    where the
+    LSTM's weights are kept laid out (:func:`textorch.models.onednn_lstm.applies`: CPU inference in float32, or
     in bfloat16 under ``--precision bf16``, whose outputs are then bfloat16), and not for
     batches that :func:`textorch.models.padded_rnn.rnn_outputs` would pack (mostly padding)."""
     if lengths.device.type != "cpu" or not onednn_lstm.applies(rnn, x):  # applies: LSTMs only
@@ -47,7 +45,7 @@ def time_major_layers(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tens
     """``(T, B, directions * H)``: every layer of ``rnn`` over time-major ``h`` ``(T, B, D)`` in the
     LSTM's format (:func:`_time_major_copy`), each row read backwards within its length by
     ``flat_reverse`` (:func:`_time_major_reverse_index`; None where no row is padded). Call only
-    where :func:`onednn_lstm.applies` (:func:`time_major_outputs`, and a one-sequence call's
+    where :func:`textorch.models.onednn_lstm.applies` (:func:`time_major_outputs`, and a one-sequence call's
     :class:`textorch.models.one_sequence.OneSequenceTagger`, which has no padding to look for)."""
     for layer in range(rnn.num_layers):
         forward, backward = _time_major_directions(rnn, h, layer, flat_reverse)
@@ -57,7 +55,7 @@ def time_major_layers(rnn: nn.RNNBase, h: torch.Tensor, flat_reverse: torch.Tens
 
 def _time_major_copy(x: torch.Tensor) -> torch.Tensor:
     """Batch-first ``x`` as a contiguous time-major tensor in the format the LSTM runs in
-    (:func:`onednn_lstm.call_dtype`; callers have checked :func:`onednn_lstm.applies`): one
+    (:func:`onednn_lstm.call_dtype`; callers have checked :func:`textorch.models.onednn_lstm.applies`): one
     copy, so that neither direction converts it again."""
     return x.transpose(0, 1).to(onednn_lstm.call_dtype(), memory_format=torch.contiguous_format)
 
@@ -76,10 +74,11 @@ def _time_major_directions(
 
 def _time_major_reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
     """Row ``t * rows + b`` of a flattened time-major ``(T, B)`` grid reads row ``b``'s step
-    ``reverse_index[b, t]``: :func:`textorch.models.padded_rnn.reverse_index` for time-major rows, whose ``lengths`` are on
-    the CPU. Built in NumPy: 11 against 27 us in PyTorch for a one-sentence character table,
-    where each small operator costs more than its arithmetic. ``padded_rnn.reverse_index`` itself stays
-    in PyTorch: the ONNX export traces it into the graph, and training builds it on the device."""
+    ``reverse_index[b, t]``: :func:`textorch.models.padded_rnn.reverse_index` for time-major rows,
+    whose ``lengths`` are on the CPU. Built in NumPy: on a one-sentence character table each
+    small PyTorch operator costs more than its arithmetic. ``padded_rnn.reverse_index`` itself
+    stays in PyTorch: the ONNX export traces it into the graph, and training builds it on the
+    device."""
     n = lengths.numpy()
     return torch.from_numpy((time_major_read_back(n, steps) * len(n) + np.arange(len(n))).reshape(-1))
 
@@ -113,11 +112,9 @@ BOTH_DIRECTIONS_MAX_WORK = 450_000
 """Largest ``rows * steps * hidden * (inputs + hidden)`` (a direction's multiply-adds over 4) for
 which :func:`time_major_final_states` runs both directions as one oneDNN call
 (:func:`onednn_lstm.both_directions_time_major`): one call's fixed cost and a gather saved, the
-other direction's arithmetic done again. Character BiLSTM 25 -> 2 x 25, final states, two calls /
-one call (one thread, the median of 9 x 200): 4, 8, 16 and 32 rows of 8 characters 1.33, 1.39,
-1.18 and 1.19; 32 x 10 (400k) 1.13, 48 x 10 (600k) 1.02, 64 x 10 1.01, 80 x 11 (1.1M) 0.97.
-The word BiLSTM's outputs keep two calls: one sequence of 150 -> 2 x 100 gained 10 % at 2-4
-tokens and lost from 8 on (0.98 at 8, 0.90 at 14), and its outputs must be split again."""
+other direction's arithmetic done again: the bound where the character BiLSTM's two calls
+stopped being slower than one (docs/performance.md). The word BiLSTM's outputs keep two calls:
+one call lost from a few tokens on, and its outputs must be split again."""
 
 
 def both_directions_pay(rnn: nn.RNNBase, rows: int, steps: int, inputs: int) -> bool:
@@ -150,9 +147,8 @@ def time_major_final_states(rnn: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor
     Only each row's last real step is read from either direction: the forward one there has
     read the row, and so has the backward one, which reads the row reversed within its length.
     The batch-first path reversed the backward outputs back, concatenated both directions and
-    gathered from the result, and transposed every direction's input and output; a character
-    table of one CoNLL-2003 sentence (12 tokens) took 173 instead of 300 us, GROBID date's test
-    file (79 tokens) 460-520 instead of 540-700 us. Small tables (one-sequence calls) run both
+    gathered from the result, and transposed every direction's input and output, a large share
+    of a small character table's time. Small tables (one-sequence calls) run both
     directions as one call (:func:`_both_directions`), whose output rows hold both final states."""
     rows, steps = x.shape[:2]
     flat_reverse = _time_major_reverse_index(lengths, steps) if rnn.bidirectional and int(lengths.min()) < steps else None

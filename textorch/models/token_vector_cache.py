@@ -2,8 +2,8 @@
 
 A character encoder's output depends on a token's character ids and the encoder's weights
 alone. A server tagging one short sequence per request (GROBID's pattern) meets the same
-tokens over and over, yet each call ran the character BiLSTM again: two recurrent calls of
-150-300 us each, about a third of a one-sentence call. Kept vectors turn that into a lookup.
+tokens over and over, yet each call ran the character BiLSTM again, a large share of a
+one-sentence call. Kept vectors turn that into a lookup (docs/performance.md).
 
 The cache never serves a vector from other weights: it is tied to the encoder, the device, and
 a snapshot of the encoder's parameters (:class:`textorch.models.weight_state.WeightSnapshot`:
@@ -121,8 +121,8 @@ KEY_WIDTH = 32
 
 def _row_keys(table: np.ndarray) -> list[bytes]:
     """One key per row of ``table``: its character ids as int32, zero-padded to ``KEY_WIDTH``,
-    all made by one NumPy conversion (a ``tobytes`` per row took 1.6 ms of CoNLL-2003's test
-    set, this 0.2). A wider table keeps its width: its keys then differ from a narrower one's
+    all made by one NumPy conversion (a ``tobytes`` per row cost several times more on a whole
+    test set). A wider table keeps its width: its keys then differ from a narrower one's
     for the same token, which costs a duplicate row, never a wrong vector."""
     width = max(table.shape[1], KEY_WIDTH)
     padded = np.zeros((table.shape[0], width), dtype=np.int32)
