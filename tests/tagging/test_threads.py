@@ -13,8 +13,10 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
+import textorch.tagging.labeler as labeler_module
 from textorch.data.corpus import TokenSequence
 from textorch.models import onednn_lstm
 from textorch.tagging.labeler import SequenceLabeler
@@ -55,7 +57,14 @@ def _forget(labeler: SequenceLabeler) -> None:
     labeler.word_table.reset_if_larger(0)
 
 
-def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(tiny_conll: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("table_bytes", [None, 64])
+def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(
+    tiny_conll: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_bytes: int | None
+) -> None:
+    """``table_bytes``: a word table bound that every call exceeds, so that calls wait for the
+    others to finish before starting it anew."""
+    if table_bytes is not None:
+        monkeypatch.setattr(labeler_module, "WORD_TABLE_MAX_BYTES", table_bytes)
     labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
                                     max_epoch=1, seed=3, word_hidden=8, char_hidden=4)
     assert isinstance(labeler.model, torch.nn.Module)
@@ -93,3 +102,5 @@ def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(tiny_con
     assert got.keys() == expected.keys()
     for key, answers in expected.items():
         assert got[key] == answers, key
+    if table_bytes is not None:
+        assert len(labeler.word_table) < 60  # started anew again and again: one call's words at most

@@ -75,6 +75,11 @@ class WordTable:
         """Rows in use, the padding row included."""
         return self._size
 
+    @property
+    def nbytes(self) -> int:
+        """Memory of the rows in use."""
+        return self._size * self.dim * 4
+
     def reset_if_larger(self, max_bytes: int) -> bool:
         """Forget every word when the rows take more than ``max_bytes``; row ids handed out
         before are then invalid, so call this only where no encoded data is kept (between two
@@ -83,7 +88,7 @@ class WordTable:
             return self._reset_if_larger(max_bytes)
 
     def _reset_if_larger(self, max_bytes: int) -> bool:
-        if self._size * self.dim * 4 <= max_bytes:
+        if self.nbytes <= max_bytes:
             return False
         self._rows = {}
         self._store = np.zeros((1024, self.dim), dtype=np.float32)

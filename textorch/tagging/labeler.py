@@ -148,10 +148,10 @@ class SequenceLabeler(LabelerAPI):
         be replaced, and a module walk costs more than a one-sequence call can spare."""
         self._char_encoder_route: tuple[torch.nn.Module, torch.nn.Module | None] | None = None
         """``(model, its character encoder)``, found once per model object, likewise."""
-        self._calls_lock = threading.Lock()
+        self._calls_changed = threading.Condition()
         self._calls_in_flight = 0
-        """Tagging calls running now (in any thread): the word table is bounded only between
-        calls, while no call holds row ids into it."""
+        """Tagging calls running now (in any thread): the word table is bounded only while no
+        call holds row ids into it."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -350,17 +350,22 @@ class SequenceLabeler(LabelerAPI):
     @contextlib.contextmanager
     def _tagging_call(self) -> Iterator[None]:
         """One ``predict`` call, counted while it runs. A server tagging for months meets new
-        words for ever (numbers, names), so the word table is bounded here, at the start of a
-        call that no other call overlaps: none then holds row ids into it."""
-        with self._calls_lock:
-            if self._calls_in_flight == 0 and self.word_table is not None:
-                self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
+        words for ever (numbers, names), so the word table is bounded here: a call that finds
+        it too large waits until the calls in flight (which hold row ids into it) are done,
+        then starts it anew."""
+        table = self.word_table
+        with self._calls_changed:
+            if table is not None and table.nbytes > WORD_TABLE_MAX_BYTES:
+                self._calls_changed.wait_for(lambda: self._calls_in_flight == 0)
+                table.reset_if_larger(WORD_TABLE_MAX_BYTES)
             self._calls_in_flight += 1
         try:
             yield
         finally:
-            with self._calls_lock:
+            with self._calls_changed:
                 self._calls_in_flight -= 1
+                if not self._calls_in_flight:
+                    self._calls_changed.notify_all()
 
     def count_entities(
         self,
