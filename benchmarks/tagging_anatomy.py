@@ -8,7 +8,7 @@ rows): the time of a whole tagging pass over the test file at each batch size, a
 a stream of one-sequence calls (new tokens: character vectors emptied before the stream, as the
 suite times it; and tokens seen before), each the median of ``--repeats`` passes. Within the
 same passes, the time spent inside the calls that do the arithmetic: oneDNN's recurrent layer
-(``packed_lstm._run``: the word and character BiLSTMs) and the dense layers
+(``onednn_lstm._run``: the word and character BiLSTMs) and the dense layers
 (``cpu_linear.linear``), timed by wrapping those two functions (a clock read around each call);
 "the rest" is the whole time less those (encoding, batching, small operators, the CRF, Python).
 Operators per call come from one more pass under ``torch.profiler``. The machine's speed may
@@ -44,7 +44,7 @@ from common import machine, print_table, write_json  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.runtime.malloc_tuning import keep_freed_memory  # noqa: E402
-from textorch.models import cpu_linear, packed_lstm  # noqa: E402
+from textorch.models import cpu_linear, onednn_lstm  # noqa: E402
 
 
 class KernelClock:
@@ -56,7 +56,7 @@ class KernelClock:
         self._originals: list[tuple[object, str, Callable]] = []
 
     def __enter__(self) -> "KernelClock":
-        for module, name, kind in ((packed_lstm, "_run", "lstm"), (cpu_linear, "linear", "dense")):
+        for module, name, kind in ((onednn_lstm, "_run", "lstm"), (cpu_linear, "linear", "dense")):
             original = getattr(module, name)
             self._originals.append((module, name, original))
             setattr(module, name, self._timed(original, kind))

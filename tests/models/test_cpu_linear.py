@@ -113,21 +113,52 @@ def test_tanh_dense_keeps_the_plain_sequential_names_and_outputs() -> None:
 
 
 @needs_onednn
-def test_use_onednn_linears_swaps_plain_linears_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_use_onednn_linears_replaces_plain_linears_sharing_their_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(4)
-    encoder = nn.Sequential(nn.Linear(200, 128), nn.GELU(), nn.Sequential(nn.Linear(128, 200)), nn.LayerNorm(200))
+    shared = nn.Linear(200, 200)
+    encoder = nn.Sequential(nn.Linear(200, 128), nn.GELU(), nn.Sequential(nn.Linear(128, 200)), shared, shared)
+    originals = [encoder[0], encoder[2][0], shared]
     names = list(encoder.state_dict())
     parameters = [id(p) for p in encoder.parameters()]
     x = _large_input()
     with torch.no_grad():
         before = encoder(x)
     assert use_onednn_linears(encoder) is encoder
-    assert type(encoder[0]) is CpuLinear and type(encoder[2][0]) is CpuLinear
+    assert type(encoder[0]) is CpuLinear and type(encoder[2][0]) is CpuLinear and type(encoder[3]) is CpuLinear
+    assert encoder[3] is encoder[4]  # one layer under two names: one replacement
+    assert all(type(layer) is nn.Linear for layer in originals)  # the third-party objects keep their class
     assert list(encoder.state_dict()) == names and [id(p) for p in encoder.parameters()] == parameters
     calls = _calls_onednn(monkeypatch)
     with torch.no_grad():
         assert torch.allclose(encoder(x), before, atol=1e-5)
-    assert [taken for _, taken in calls] == [True, True]
+    assert [taken for _, taken in calls] == [True, True, True, True]
+
+
+def test_use_onednn_linears_leaves_hooked_layers_and_replaces_a_lone_layer() -> None:
+    hooked = nn.Linear(4, 3)
+    hooked.register_forward_hook(lambda module, args, out: None)
+    encoder = nn.Sequential(hooked)
+    assert use_onednn_linears(encoder)[0] is hooked
+    lone = nn.Linear(4, 3).eval()
+    made = use_onednn_linears(lone)
+    assert type(made) is CpuLinear and made.weight is lone.weight and made.bias is lone.bias
+    assert not made.training and type(lone) is nn.Linear
+
+
+@needs_onednn
+@pytest.mark.parametrize("activation", ["none", "tanh", "relu"])
+def test_without_the_operator_the_public_path_gives_the_same_products(
+    activation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    layer = nn.Linear(200, 100)
+    x = _large_input()
+    with torch.inference_mode():
+        fast = linear(x, layer.weight, layer.bias, activation)
+        monkeypatch.setattr(cpu_linear, "onednn_linear_available", lambda: False)
+        calls = _calls_onednn(monkeypatch)
+        public = linear(x, layer.weight, layer.bias, activation)
+    assert calls == [(tuple(x.shape), False)]
+    assert torch.allclose(public, fast, atol=1e-5, rtol=0)
 
 
 def test_the_probe_falls_back_quietly_without_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:

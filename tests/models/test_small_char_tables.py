@@ -8,9 +8,9 @@ import torch
 
 from textorch.models import padded_rnn
 from textorch.models.embedders import CharBiLSTMEmbedder
-from textorch.models.packed_lstm import packed_lstm_available
+from textorch.models.onednn_lstm import laid_out_lstm_available
 
-pytestmark = pytest.mark.skipif(not packed_lstm_available(), reason="this torch build cannot pre-reorder LSTM weights")
+pytestmark = pytest.mark.skipif(not laid_out_lstm_available(), reason="this torch build cannot lay out LSTM weights")
 
 
 def _encoder() -> CharBiLSTMEmbedder:

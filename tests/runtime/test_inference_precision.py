@@ -16,8 +16,8 @@ from textorch.data.corpus import TokenSequence
 from textorch.errors import ConfigError
 from textorch.runtime.precision import check_inference_precision, cpu_has_native_bf16, inference_autocast
 from textorch.tagging.labeler import SequenceLabeler
-from textorch.models import packed_lstm
-from textorch.models.packed_lstm import packed_lstm_available
+from textorch.models import onednn_lstm
+from textorch.models.onednn_lstm import laid_out_lstm_available
 from textorch.models.token_vector_cache import TokenVectorCache
 
 from conftest import cli_tagged_rows, cli_trained_tagger, trained_once
@@ -68,7 +68,7 @@ def test_bf16_tagging_runs_in_bfloat16_and_stays_close_to_fp32(tiny_conll: Path)
     assert all(isinstance(x, float) for p in fast for x in p.scores)
 
 
-@pytest.mark.skipif(not (cpu_has_native_bf16() and packed_lstm_available(torch.bfloat16)),
+@pytest.mark.skipif(not (cpu_has_native_bf16() and laid_out_lstm_available(torch.bfloat16)),
                     reason="bfloat16 weights are laid out once only on CPUs with native bfloat16")
 def test_bf16_tagging_lays_out_bfloat16_lstm_weights_once(tiny_conll: Path) -> None:
     """A batch that does not pack (rows of similar length) runs both BiLSTMs with bfloat16
@@ -82,7 +82,7 @@ def test_bf16_tagging_lays_out_bfloat16_lstm_weights_once(tiny_conll: Path) -> N
     lstms = [m for m in labeler.model.modules() if isinstance(m, torch.nn.LSTM)]
     assert len(lstms) == 2  # the character and the word BiLSTM
     for lstm in lstms:
-        kept = packed_lstm._packed[lstm]
+        kept = onednn_lstm._laid_out[lstm]
         assert torch.bfloat16 in {key[-1] for key in kept}
         assert all(entry.weight_ih.dtype == key[-1] for key, entry in kept.items())
     assert [p.labels for p in fast] == [p.labels for p in exact]

@@ -7,6 +7,7 @@ from the embeddings store once, into this growing table; batches then gather row
 
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
 import numpy as np
@@ -23,7 +24,9 @@ class WordTable:
 
     Rows live in one array that doubles when full, so a stream of calls that keeps meeting new
     words costs amortised constant time per word (re-joining every block on each new word
-    made an endless stream quadratic). :meth:`reset_if_larger` bounds its memory.
+    made an endless stream quadratic). :meth:`reset_if_larger` bounds its memory. A lock keeps
+    the rows consistent when several threads tag with one model (two calls meeting new words
+    at once must not be given the same rows).
     """
 
     def __init__(self, source: VectorSource) -> None:
@@ -34,9 +37,14 @@ class WordTable:
         self._size = 1
         self.found = 0
         self.missing = 0
+        self._lock = threading.Lock()
 
     def index(self, words: list[str]) -> np.ndarray:
         """Row ids for ``words``, fetching vectors of words not seen before in one lookup."""
+        with self._lock:
+            return self._index(words)
+
+    def _index(self, words: list[str]) -> np.ndarray:
         rows = self._rows
         new = [w for w in dict.fromkeys(words) if w not in rows]
         if new:
@@ -60,17 +68,27 @@ class WordTable:
 
     @property
     def matrix(self) -> np.ndarray:
-        return self._store[: self._size]
+        with self._lock:
+            return self._store[: self._size]
 
     def __len__(self) -> int:
         """Rows in use, the padding row included."""
         return self._size
 
+    @property
+    def nbytes(self) -> int:
+        """Memory of the rows in use."""
+        return self._size * self.dim * 4
+
     def reset_if_larger(self, max_bytes: int) -> bool:
         """Forget every word when the rows take more than ``max_bytes``; row ids handed out
         before are then invalid, so call this only where no encoded data is kept (between two
         independent tagging calls)."""
-        if self._size * self.dim * 4 <= max_bytes:
+        with self._lock:
+            return self._reset_if_larger(max_bytes)
+
+    def _reset_if_larger(self, max_bytes: int) -> bool:
+        if self.nbytes <= max_bytes:
             return False
         self._rows = {}
         self._store = np.zeros((1024, self.dim), dtype=np.float32)

@@ -26,8 +26,7 @@ from torch.nn import functional as F
 from textorch.data.cls_batching import ClsBatch
 from textorch.errors import ConfigError
 from textorch.models.cpu_linear import CpuLinear, use_onednn_linears
-from textorch.models.embedders import run_packed_rnn
-from textorch.models.padded_rnn import rnn_final_states
+from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,8 @@ def _masked_max_pool(x: torch.Tensor, mask: torch.Tensor, kernel: int, stride: i
 
 
 class Recurrent(nn.Module):
-    """(Bi)LSTM or (Bi)GRU returning every position; packed so padding never enters a state."""
+    """(Bi)LSTM or (Bi)GRU returning every position; padding never enters a state
+    (:func:`textorch.models.padded_rnn.rnn_outputs`)."""
 
     def __init__(self, input_dim: int, hidden: int, cell: str, bidirectional: bool) -> None:
         super().__init__()
@@ -97,7 +97,7 @@ class Recurrent(nn.Module):
         self.output_dim = hidden * (2 if bidirectional else 1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return run_packed_rnn(self.rnn, x, mask.sum(dim=1)), mask
+        return rnn_outputs(self.rnn, x, mask.sum(dim=1)), mask
 
 
 class Conv(nn.Module):

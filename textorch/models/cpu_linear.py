@@ -1,13 +1,11 @@
 """Dense layers at inference on the CPU through oneDNN instead of the BLAS behind ``F.linear``.
 
-PyTorch's CPU wheels run ``F.linear`` through Intel MKL, which on AMD processors takes its
-AVX2 code whatever the CPU offers; oneDNN (also in the wheel, already running our LSTMs) uses
-AVX-512 there. On this project's AMD EPYC with AVX-512 (one thread): a 2048 x 2048 fp32 product
-117 GFLOP/s through MKL against 265 through oneDNN; the tagger's dense layer (430 x 200 -> 100,
-one CoNLL-2003 batch of 32) 165 -> 87 us, 249 -> 96 us with its tanh fused; a MiniLM feed-forward
-product (640 x 384 -> 1536) 6.2 -> 2.8 ms. oneDNN costs about 10 us more per call, so small
+PyTorch's CPU wheels run ``F.linear`` through Intel MKL, which on some processors does not take
+the widest vector instructions the CPU offers; oneDNN (also in the wheel, already running our
+LSTMs) does, and fuses the tagger's tanh into the product. oneDNN costs more per call, so small
 products stay with ``F.linear`` (``ONEDNN_MIN_MACS``). Results differ from MKL's only by rounding
-(about 1e-6).
+(about 1e-6). The operator is private to PyTorch (:mod:`textorch.runtime.onednn_ops`): where it
+is missing, ``F.linear`` runs. Measurements: docs/performance.md.
 
 Only where nothing needs the product's gradient, in fp32 (or in bfloat16 under CPU bfloat16
 autocast, see ``_onednn_dtype``), outside tracing and export (ONNX graphs and ``torch.compile``
@@ -23,15 +21,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from textorch.runtime.onednn_ops import mkldnn_op
 from textorch.runtime.precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
 
 logger = logging.getLogger(__name__)
 
 ONEDNN_MIN_MACS = 1_000_000
-"""Multiply-adds (rows x inputs x outputs) from which oneDNN's product beats MKL's here: MKL time /
-oneDNN time was 0.53 at 8 x 200 -> 100, 1.06 at 48 x 200 -> 100 (0.96 M), 1.06 at 8 x 384 -> 384
-(1.2 M), 1.49 at 8 x 384 -> 1536, 2.0-2.2 from 10 M up; 0.31-0.65 for 8-128 rows x 100 -> 9."""
+"""Multiply-adds (rows x inputs x outputs) from which oneDNN's product beat MKL's in our
+measurements (docs/performance.md): below it oneDNN's larger fixed cost per call dominates."""
 
 ACTIVATIONS = ("none", "tanh", "relu")
 
@@ -43,8 +41,10 @@ def onednn_linear_available() -> bool:
     Tried once on a tiny layer rather than assumed from the version: the operator is internal to
     PyTorch (``torch.compile`` calls it), so a build without it, or with another signature, must
     quietly keep ``F.linear``."""
+    op = mkldnn_op("_linear_pointwise")
+    if op is None:
+        return False
     try:
-        op = torch.ops.mkldnn._linear_pointwise
         generator = torch.Generator().manual_seed(0)
         x = torch.randn(3, 5, generator=generator)
         weight = torch.randn(4, 5, generator=generator)
@@ -61,9 +61,8 @@ def _onednn_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype | None:
     """The number format oneDNN's product runs in here, or None for the ordinary path: float32
     outside autocast; bfloat16 under CPU bfloat16 autocast (``--precision bf16``) on a CPU
     that has it natively (:func:`textorch.runtime.precision.onednn_inference_dtype`, the rule
-    the LSTMs' laid-out weights follow too), where autocast's own ``F.linear`` was no faster than fp32 (a CoNLL
-    batch's 448 x 200 -> 100 layer with tanh: autocast 113 us, oneDNN fp32 105, oneDNN bf16
-    64 with the weights cast on every call)."""
+    the LSTMs' laid-out weights follow too), where autocast's own ``F.linear`` was no faster
+    than fp32 and oneDNN's bfloat16 product was, even with the weights cast on every call."""
     # Cheapest tests first: one-sequence calls (small products) leave at the second.
     if x.dtype not in (torch.float32, torch.bfloat16) or weight.dtype != torch.float32 or x.dim() < 2:
         return None
@@ -101,6 +100,16 @@ class CpuLinear(nn.Linear):
     """``nn.Linear`` whose inference product may run through oneDNN (:func:`linear`); the same
     parameters and state-dict names, so saved models load either way."""
 
+    @classmethod
+    def from_linear(cls, layer: nn.Linear) -> "CpuLinear":
+        """A ``CpuLinear`` holding ``layer``'s very Parameter objects (tied weights stay tied, an
+        optimizer over them keeps working), in its training mode; nothing is copied."""
+        made = cls(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
+        made.weight = layer.weight
+        made.bias = layer.bias
+        made.train(layer.training)
+        return made
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias)
 
@@ -119,9 +128,33 @@ class TanhDense(nn.Sequential):
 
 
 def use_onednn_linears(module: nn.Module) -> nn.Module:
-    """Turn every plain ``nn.Linear`` inside ``module`` (a Hugging Face encoder, say) into a
-    :class:`CpuLinear`, in place: only the class changes, parameters and names stay."""
-    for child in module.modules():
-        if type(child) is nn.Linear:
-            child.__class__ = CpuLinear
+    """``module`` with every plain ``nn.Linear`` inside it (a Hugging Face encoder, say) replaced
+    by a :class:`CpuLinear` sharing its parameters (:meth:`CpuLinear.from_linear`): names and
+    state dict stay. The replacement is set on the parent module; the third-party layer objects
+    themselves are not changed. Layers with hooks keep their class and their hooks. A layer
+    that appears under several parents gets one replacement. Returns ``module`` (a replacement
+    where ``module`` itself is such a layer)."""
+    replacements: dict[int, CpuLinear] = {}
+
+    def replacement(layer: nn.Module) -> CpuLinear | None:
+        if type(layer) is not nn.Linear or _has_hooks(layer):
+            return None
+        if id(layer) not in replacements:
+            replacements[id(layer)] = CpuLinear.from_linear(layer)
+        return replacements[id(layer)]
+
+    top = replacement(module)
+    if top is not None:
+        return top
+    for parent in list(module.modules()):
+        for name, child in list(parent._modules.items()):  # every name, a layer shared by two included
+            made = replacement(child)
+            if made is not None:
+                setattr(parent, name, made)
     return module
+
+
+def _has_hooks(layer: nn.Module) -> bool:
+    return any(getattr(layer, name, None) for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                                 "_backward_pre_hooks", "_state_dict_hooks",
+                                                 "_load_state_dict_pre_hooks"))

@@ -10,14 +10,13 @@ import numpy as np
 import torch
 from torch import nn
 from textorch.data.batching import Batch
-from textorch.models import packed_lstm
+from textorch.models import onednn_lstm
 from textorch.models.cpu_linear import CpuLinear, linear
-from textorch.models.padded_rnn import (
-    FINAL_STATE_GROUP_COSTS,
+from textorch.models.length_groups import FINAL_STATE_GROUP_COSTS
+from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
+from textorch.models.time_major_rnn import (
     both_directions_pay,
     both_directions_time_major,
-    rnn_final_states,
-    rnn_outputs,
     time_major_last_steps,
     time_major_read_back,
 )
@@ -74,15 +73,14 @@ class CharBiLSTMEmbedder(nn.Module):
     def _small_table_states(self, rows: torch.Tensor) -> torch.Tensor | None:
         """:meth:`encode_rows` of a small table at CPU inference (a one-sequence call's new tokens),
         or None where the general route must run (under autocast, tables with an empty row, tables
-        past ``padded_rnn.BOTH_DIRECTIONS_MAX_WORK`` or a length group's cost).
+        past ``time_major_rnn.BOTH_DIRECTIONS_MAX_WORK`` or a length group's cost).
 
         The general route embeds the rows, then reverses them within their lengths and sets the
         two side by side for one call of both LSTM directions: on a few rows of a few characters
         each of those tensor steps costs more than its arithmetic. Here each row's ids and the
         same row read backwards are set side by side in NumPy, time-major, and looked up by one
         embedding call, which gives the very input of that one call: the same outputs, bit for
-        bit. Character tables of one sequence (one thread, AMD EPYC, GROBID date model): 1 token
-        77 -> 52 us, 3 tokens 120 -> 70, 11 tokens 160 -> 109."""
+        bit, with fewer small operators (docs/performance.md)."""
         ids = rows.numpy()
         lengths = (ids != 0).sum(axis=1)
         count = len(lengths)
@@ -96,7 +94,7 @@ class CharBiLSTMEmbedder(nn.Module):
         forward = ids[:, :steps].T  # time-major (T, N)
         backward = forward[time_major_read_back(lengths, steps), np.arange(count)]
         x = self.embedding(torch.from_numpy(np.stack([forward, backward], axis=-1))).reshape(steps, count, -1)
-        if packed_lstm.run_dtype(self.lstm, x) is not torch.float32:
+        if onednn_lstm.run_dtype(self.lstm, x) is not torch.float32:
             return None
         both = both_directions_time_major(self.lstm, x)
         return both.reshape(steps * count, -1).index_select(0, time_major_last_steps(lengths))
@@ -167,10 +165,9 @@ class FeatureEmbedder(nn.Module):
         return linear(torch.cat(parts, dim=-1), self.projection.weight, self.projection.bias, "tanh")
 
 
-def run_packed_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Run an RNN over right-padded sequences so padding never leaks into the backward pass
-    (zeros past each length; see :mod:`textorch.models.padded_rnn` for why not packing)."""
-    return rnn_outputs(rnn, x, lengths)
+run_packed_rnn = rnn_outputs
+"""The former name of :func:`textorch.models.padded_rnn.rnn_outputs` (which packs only where that
+pays), kept for old imports."""
 
 
 def rows_encoder(model: nn.Module) -> nn.Module | None:
@@ -182,11 +179,11 @@ def rows_encoder(model: nn.Module) -> nn.Module | None:
 def encode_token_types(encoder: nn.Module, table: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     """Character vectors of a whole table of token types, in a few large calls.
 
-    Tagging computes each distinct token once per call instead of once per batch: with batch
-    32 on CoNLL-2003's test set that is 3 LSTM calls over 9.5k types instead of 108 calls over
-    46k tokens (the per-call, per-time-step overhead dominated the character LSTM there).
+    Tagging computes each distinct token once per call instead of once per batch: a whole test
+    set's tokens repeat, so a few LSTM calls over the distinct types replace one call per batch
+    over every token (the per-call, per-time-step overhead dominated the character LSTM there).
     Types are sorted by length before they are cut into chunks, so that each chunk pads its
-    rows to similar lengths: CoNLL-2003's test types took 150 instead of 200 ms.
+    rows to similar lengths.
     """
     if table.shape[0] <= chunk:
         return encoder.encode_rows(table)

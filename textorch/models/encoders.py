@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from textorch.models.embedders import run_packed_rnn
-from textorch.models.padded_rnn import time_major_outputs
+from textorch.models.padded_rnn import rnn_outputs, time_major_outputs
 
 
 class RecurrentEncoder(nn.Module):
-    """Bidirectional LSTM or GRU over the token sequence, padding-exact through packing."""
+    """Bidirectional LSTM or GRU over the token sequence, padding never enters a state
+    (:func:`textorch.models.padded_rnn.rnn_outputs`)."""
 
     def __init__(self, input_dim: int, hidden: int = 100, cell: str = "lstm", layers: int = 1) -> None:
         super().__init__()
@@ -19,7 +19,7 @@ class RecurrentEncoder(nn.Module):
         self.output_dim = 2 * hidden
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        return run_packed_rnn(self.rnn, x, lengths)
+        return rnn_outputs(self.rnn, x, lengths)
 
     def time_major(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
         """Tagging's outputs ``(L, B, output_dim)``, past each length unspecified, or None where

@@ -1,6 +1,6 @@
 """Whether PyTorch is capturing a graph (tracing, ``torch.compile``, ONNX export) right now.
 
-The oneDNN shortcuts (:mod:`textorch.models.packed_lstm`, :mod:`textorch.models.cpu_linear`)
+The oneDNN shortcuts (:mod:`textorch.models.onednn_lstm`, :mod:`textorch.models.cpu_linear`)
 call internal operators that a captured graph must not contain, so they step aside then.
 """
 
@@ -15,8 +15,8 @@ def being_captured() -> bool:
     """Tracing, compiling or exporting to ONNX.
 
     ``torch.onnx`` is asked only once something has imported it: an export cannot be under way
-    before that, and touching ``torch.onnx`` imports it, which cost the first tagging call of a
-    process 20-80 ms (and each later check about 1 us) in processes that never export."""
+    before that, and touching ``torch.onnx`` imports it, a cost the first tagging call of a
+    process would pay in processes that never export."""
     if torch.jit.is_tracing() or torch.compiler.is_compiling():
         return True
     onnx = sys.modules.get("torch.onnx")

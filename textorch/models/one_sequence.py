@@ -3,11 +3,8 @@
 GROBID's pattern is a stream of one-sequence calls (a date, an author, an affiliation at a time).
 Through the batch path such a call builds a padded batch of one, runs the embedders as modules
 over it, asks the recurrent layers about padding and length groups that one row
-never has, and cuts the call into batches: 35-60 us a call here (one thread, AMD EPYC, the
-benchmark suite's models, in one process, alternating with the batch path; tokens seen before:
-GROBID date 333-354 -> 300-309 us, CoNLL-2003 419-455 -> 379-403, name-header 461-485 -> 415-446;
-new tokens, where the character table weighs more: 483-507 -> 456-469, 628-659 -> 588-641,
-742-773 -> 707-727). This path runs the same operators on the same values for the one row, time-major
+never has, and cuts the call into batches: a noticeable share of a one-sequence call
+(docs/performance.md). This path runs the same operators on the same values for the one row, time-major
 from the start, so its labels and scores are the batch path's bit for bit (tested), and it
 serves only what it knows:
 
@@ -15,7 +12,7 @@ serves only what it knows:
   the call's token vectors, casing or feature columns, whose encoder is an LSTM and whose head a
   CRF (every BiLSTM-CRF family architecture; GRUs, softmax heads and transformers keep the
   batch path);
-* at call time, where the LSTM's laid-out weights serve the call (:func:`packed_lstm.run_dtype`:
+* at call time, where the LSTM's laid-out weights serve the call (:func:`textorch.models.onednn_lstm.run_dtype`:
   CPU inference in float32), which a one-sequence call always runs in (``BF16_MIN_ROWS``).
 
 Anywhere else :meth:`OneSequenceTagger.decode` answers None and the batch path runs.
@@ -28,11 +25,11 @@ from torch import nn
 
 from textorch.data.encoding import EncodedSequence
 from textorch.data.word_table import WordTable
-from textorch.models import packed_lstm
+from textorch.models import onednn_lstm
 from textorch.models.embedders import CasingEmbedder, FeatureEmbedder, WordVectorEmbedder
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead
-from textorch.models.padded_rnn import time_major_layers
+from textorch.models.time_major_rnn import time_major_layers
 from textorch.models.tagger import SequenceTagger
 
 _WORDS, _CHARS, _CASING, _FEATURES = "words", "chars", "casing", "features"
@@ -77,7 +74,7 @@ class OneSequenceTagger:
         None where this path does not serve the call (then the batch path must).
         ``token_vectors``: the call's character vectors by type id (``EncodedData.token_vectors``)."""
         x = self._embedded(item, word_table, token_vectors)
-        if x is None or packed_lstm.run_dtype(self.rnn, x) is not torch.float32:
+        if x is None or onednn_lstm.run_dtype(self.rnn, x) is not torch.float32:
             return None
         emissions = self.head.emissions(time_major_layers(self.rnn, x, None)).float().transpose(0, 1)
         return self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)

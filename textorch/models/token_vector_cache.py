@@ -2,19 +2,21 @@
 
 A character encoder's output depends on a token's character ids and the encoder's weights
 alone. A server tagging one short sequence per request (GROBID's pattern) meets the same
-tokens over and over, yet each call ran the character BiLSTM again: two recurrent calls of
-150-300 us each, about a third of a one-sentence call. Kept vectors turn that into a lookup.
+tokens over and over, yet each call ran the character BiLSTM again, a large share of a
+one-sentence call. Kept vectors turn that into a lookup (docs/performance.md).
 
-The cache never serves a vector from other weights: it is tied to the encoder and parameter
-objects, the device, and their state (:func:`textorch.models.weight_state.weights_state`:
-storage, dtype and version counter of each parameter, and the optimizer steps taken in the
-process). Vectors
+The cache never serves a vector from other weights: it is tied to the encoder, the device, and
+a snapshot of the encoder's parameters (:class:`textorch.models.weight_state.WeightSnapshot`:
+the same objects holding the same bits, however they were written). Vectors
 computed under autocast (``--precision bf16``) are kept apart from fp32 ones, one store per
 autocast state, so neither ever serves the other and calls of both kinds keep their vectors.
-It is used in eval mode only.
+It is used in eval mode only. One lock guards the stores: threads tagging with one model share
+the cache, and a call that adds rows must not interleave with another's.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import torch
@@ -22,7 +24,7 @@ from torch import nn
 
 from textorch.runtime.precision import autocast_state
 from textorch.models.embedders import encode_token_types
-from textorch.models.weight_state import weights_state
+from textorch.models.weight_state import WeightSnapshot
 
 MAX_ENTRIES = 100_000
 """Distinct tokens kept per autocast state: at most about 30 MB with DeLFT's 50-wide character
@@ -44,7 +46,8 @@ class TokenVectorCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
         self._stores: dict[tuple, _Store] = {}  # by autocast state
-        self._source: tuple | None = None  # (encoder, parameters, their weights_state, device), held strongly
+        self._source: tuple[nn.Module, WeightSnapshot, str] | None = None  # encoder (held), weights, device
+        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
@@ -52,7 +55,8 @@ class TokenVectorCache:
         return sum(len(store.rows) for store in self._stores.values())
 
     def clear(self) -> None:
-        self._stores.clear()
+        with self._lock:
+            self._stores.clear()
 
     def vectors(self, encoder: nn.Module, table: np.ndarray, device: torch.device | str) -> torch.Tensor:
         """``encode_token_types(encoder, table)``: ``(N, D)`` vectors of the rows of ``table``
@@ -65,10 +69,13 @@ class TokenVectorCache:
     def _cached(self, encoder: nn.Module, table: np.ndarray, device: torch.device | str) -> torch.Tensor:
         """Kept vectors carry no autograd history: the matrix is an inference tensor, written in
         place call after call, which PyTorch allows only in inference mode."""
+        with self._lock:
+            return self._cached_locked(encoder, table, device)
+
+    def _cached_locked(self, encoder: nn.Module, table: np.ndarray, device: torch.device | str) -> torch.Tensor:
         if not self._computed_by(encoder, device):
-            self.clear()
-            params = tuple(encoder.parameters())
-            self._source = (encoder, params, weights_state(params), str(device))
+            self._stores.clear()
+            self._source = (encoder, WeightSnapshot(tuple(encoder.parameters())), str(device))
         store = self._stores.setdefault(autocast_state(device), _Store())
         keys = _row_keys(table)
         missing = _missing(store, keys)
@@ -99,16 +106,12 @@ class TokenVectorCache:
             store.rows[key] = used + offset
 
     def _computed_by(self, encoder: nn.Module, device: torch.device | str) -> bool:
-        """Whether the kept vectors came from these very weights: the same encoder and
-        parameter objects (held, so their ids cannot be reused), unchanged since, same device."""
+        """Whether the kept vectors came from these very weights: the same encoder (held, so
+        its id cannot be reused) and parameter objects holding the same bits, same device."""
         if self._source is None:
             return False
-        source, params, state, source_device = self._source
-        if source is not encoder or source_device != str(device):
-            return False
-        current = tuple(encoder.parameters())
-        return (len(current) == len(params) and all(a is b for a, b in zip(current, params))
-                and state is not None and weights_state(current) == state)
+        source, weights, source_device = self._source
+        return source is encoder and source_device == str(device) and weights.matches(tuple(encoder.parameters()))
 
 
 KEY_WIDTH = 32
@@ -118,8 +121,8 @@ KEY_WIDTH = 32
 
 def _row_keys(table: np.ndarray) -> list[bytes]:
     """One key per row of ``table``: its character ids as int32, zero-padded to ``KEY_WIDTH``,
-    all made by one NumPy conversion (a ``tobytes`` per row took 1.6 ms of CoNLL-2003's test
-    set, this 0.2). A wider table keeps its width: its keys then differ from a narrower one's
+    all made by one NumPy conversion (a ``tobytes`` per row cost several times more on a whole
+    test set). A wider table keeps its width: its keys then differ from a narrower one's
     for the same token, which costs a duplicate row, never a wrong vector."""
     width = max(table.shape[1], KEY_WIDTH)
     padded = np.zeros((table.shape[0], width), dtype=np.int32)

@@ -1,32 +1,83 @@
-"""What a module's weights are known by, for values computed from them and kept (character
-vectors of token types, LSTM weights in oneDNN's layout).
+"""What a module's weights were when a value was computed from them: kept values (character
+vectors of token types, LSTM weights in oneDNN's layout) are served only while it still holds.
 
-A parameter's version counter moves with every in-place change PyTorch records
-(``load_state_dict``, ``copy_``, an unfused optimizer step), but the fused Adam step changes
-weights without moving it. So the state also counts the optimizer steps taken in this process:
-a post-step hook on every torch optimizer, whoever runs it, costs an integer increment per step.
+PyTorch has no counter that every write moves: a write through ``p.data`` and a fused optimizer
+step leave a parameter's version counter alone, and counting optimizer steps would mean a hook
+on every optimizer of the process. So a snapshot keeps the parameter objects and a copy of
+their bits, and compares contents: one pass over the weights at memory speed, far less than
+recomputing what is kept. Bits, not values: ``-0.0`` against ``0.0`` or another NaN is a change.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
-_optimizer_steps = 0
+BYTES_COMPARED_AS_BYTES = 16384
+"""Parameters up to this size compare as ``bytes`` (a copy and a memcmp: the least overhead per
+call); larger ones with NumPy, which reads each side once and copies nothing."""
 
-
-def _count_step(optimizer, args, kwargs) -> None:  # noqa: ANN001 (the hook's signature)
-    global _optimizer_steps
-    _optimizer_steps += 1
+_SAME_SIZE_INTEGER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-register_optimizer_step_post_hook(_count_step)
+class _Kept:
+    """One parameter: the object, where its values live, and a copy of its bits (bytes or a NumPy
+    array on the CPU, a tensor on other devices)."""
+
+    __slots__ = ("bits", "data_ptr", "dtype", "live", "param", "shape")
+
+    def __init__(self, param: torch.Tensor) -> None:
+        self.param = param  # held, so that its id cannot be given to another tensor
+        self.data_ptr = param.data_ptr()
+        self.shape = param.shape
+        self.dtype = param.dtype
+        live = _integer_view(param)
+        on_cpu = live.device.type == "cpu"
+        self.bits: bytes | np.ndarray | torch.Tensor
+        if not on_cpu:
+            self.bits = live.clone()
+        elif live.numel() * live.element_size() <= BYTES_COMPARED_AS_BYTES:
+            self.bits = live.numpy().tobytes()
+        else:
+            self.bits = live.numpy().copy()
+        # A view that shares the parameter's memory, made once (None: a strided parameter,
+        # whose contiguous copy must be made again at each check).
+        self.live = None if not param.is_contiguous() else live.numpy() if on_cpu else live
+
+    def matches(self, param: torch.Tensor) -> bool:
+        if param is not self.param or param.data_ptr() != self.data_ptr:
+            return False
+        if param.shape != self.shape or param.dtype != self.dtype:
+            return False
+        live = self.live
+        bits = self.bits
+        if live is None:
+            live = _integer_view(param)
+            live = live if isinstance(bits, torch.Tensor) else live.numpy()
+        if isinstance(bits, bytes):
+            return live.tobytes() == bits
+        if isinstance(bits, np.ndarray):
+            return bool(np.array_equal(live, bits))
+        return torch.equal(live, bits)
 
 
-def weights_state(params: tuple[torch.Tensor, ...]) -> tuple | None:
-    """Equal before and after only if no known change reached ``params``: optimizer steps taken
-    in this process, and each parameter's storage, dtype and in-place version counter. None for
-    inference tensors, which keep no version counter (nothing computed from them is reusable)."""
-    if any(p.is_inference() for p in params):
-        return None
-    return (_optimizer_steps, tuple((p.data_ptr(), p.dtype, p._version) for p in params))
+class WeightSnapshot:
+    """The state of ``params`` now; :meth:`matches` tells whether the same tensors still hold
+    exactly these bits."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self, params: tuple[torch.Tensor, ...]) -> None:
+        self._kept = tuple(_Kept(p) for p in params)
+
+    def matches(self, params: tuple[torch.Tensor, ...]) -> bool:
+        kept = self._kept
+        return len(params) == len(kept) and all(k.matches(p) for k, p in zip(kept, params))
+
+
+def _integer_view(param: torch.Tensor) -> torch.Tensor:
+    """The parameter's values as integers of its element size (bytes for other sizes), contiguous."""
+    tensor = param.detach()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    return tensor.view(_SAME_SIZE_INTEGER.get(tensor.element_size(), torch.uint8))

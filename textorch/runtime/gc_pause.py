@@ -1,17 +1,14 @@
-"""Python's cyclic garbage collector held off for the length of one tagging call.
+"""Python's cyclic garbage collector held off for the length of a block, for a process that
+owns its state: the ``seq tag`` and ``seq eval`` commands use it, the library never does.
 
-A call over a file allocates container objects by the ten thousand (encoded sequences, batch
-lists, a label list per sequence) and frees them by reference counting when it returns: none
-of them is in a reference cycle, so the collector has nothing to find there. Its allocation
-counter still fires every 700 objects, and objects alive at such a moment are moved to older
-generations until a full collection walks every object of the process (about 290k with torch
-and a model loaded: 150 ms each, one every 5-7 CoNLL-2003 test-set passes). Tagging that test
-set at batch 32, one thread, 16 passes each way alternated: median 296 -> 279 ms, mean 314 ->
-279 ms with the collector paused.
+A tagging call over a file allocates container objects by the ten thousand and frees them by
+reference counting (none is in a cycle), yet the collector's allocation counter keeps firing,
+and now and then a full collection walks every object of the process, torch's included. A
+command that only tags may skip that; a library call must not switch off a collector that the
+program around it relies on (and in several threads one call could switch it back on under
+another). What it saved is in docs/performance.md.
 
-The pause is per call and restores the state it found, so a program that switched the
-collector off keeps it off. Calls in several threads at once may end a pause early (the first
-to return switches the collector back on): that only costs speed, never correctness.
+The pause restores the state it found, so a collector that was off stays off.
 """
 
 from __future__ import annotations
@@ -38,8 +35,10 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+
 def without_gc_pauses(function: F) -> F:
-    """``function`` run inside :func:`gc_paused`."""
+    """``function`` run inside :func:`gc_paused`: for a program's own entry points, never for
+    library calls."""
 
     @functools.wraps(function)
     def paused(*args, **kwargs):

@@ -3,11 +3,10 @@
 ``fp32`` (the default) is exact. ``bf16`` runs the network under autocast: recurrent layers
 and matrix products in bfloat16, everything numerically delicate (the CRF, softmax, scores)
 still in float32. On a CPU with native bfloat16 (AVX512-BF16 or AMX) oneDNN's BiLSTM then
-runs 1.65x faster (CoNLL-2003 word BiLSTM, batch 32); with its weights laid out once in
-bfloat16 (:mod:`textorch.models.packed_lstm`) CoNLL-2003 whole-file tagging ran 1.30x (batch
-32) and 1.42x (batch 256) faster here, with 13 of 46,435 test labels changed and the same F1. Small
-batches lost (one-sequence calls ran 0.84-1.0x), so they run in fp32 (``BF16_MIN_ROWS``).
-Without native support oneDNN emulates bfloat16, which is slower than fp32: we warn.
+runs faster, more so with its weights laid out once in bfloat16
+(:mod:`textorch.models.onednn_lstm`), with a handful of labels changed and the same F1. Small
+batches lose, so they run in fp32 (``BF16_MIN_ROWS``). Without native support oneDNN emulates
+bfloat16, which is slower than fp32: we warn. Measurements: docs/performance.md.
 
 The weights stay float32 in memory and in the model directory; nothing is converted.
 """
@@ -21,17 +20,15 @@ import logging
 import torch
 
 from textorch.errors import ConfigError
+from textorch.runtime.onednn_ops import mkldnn_op
 
 logger = logging.getLogger(__name__)
 
 INFERENCE_PRECISIONS = ("fp32", "bf16")
 BF16_MIN_ROWS = 8
 """Batches of fewer sequences run in fp32 even under ``bf16``: casts and kernel set-up cost
-more than bfloat16 saves on them. CoNLL-2003 tagging, bf16 against fp32 tokens/s: 0.91x at
-batch 1, 1.00x at 4, 1.06x at 8, 1.08x at 16, 1.06x at 32, 1.37x at 256. Measured again with the
-bfloat16 LSTM weights laid out once (calls of that many sequences over new tokens, one thread,
-in one process, alternating): 0.84-0.91x at 1 (GROBID date, CoNLL-2003), 1.04x at 4, 1.14x at 8
-(name-header 1.13x), 1.19x at 16, 1.20x at 32: the threshold still stands."""
+more than bfloat16 saves on them; measured by batch size, with and without laid-out bfloat16
+LSTM weights, in docs/performance.md."""
 
 
 def batch_precision(precision: str, rows: int) -> str:
@@ -62,9 +59,12 @@ def warn_without_native_bf16(device: torch.device | str) -> None:
 def cpu_has_native_bf16() -> bool:
     """AVX512-BF16 or AMX, as oneDNN sees it: where bfloat16 pays on this CPU. Asked once per
     process: every dense layer under ``--precision bf16`` asks (``cpu_linear``)."""
+    probe = mkldnn_op("_is_mkldnn_bf16_supported")
+    if probe is None:  # a torch built without oneDNN, or without this private probe
+        return False
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a torch built without oneDNN
+        return bool(probe())
+    except (RuntimeError, TypeError):
         return False
 
 

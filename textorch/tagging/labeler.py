@@ -7,8 +7,11 @@ over this class: every prediction is :meth:`SequenceLabeler.predict`, every trai
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +26,6 @@ from textorch.data.splits import cut_long_sequences
 from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError
 from textorch.eval.metrics import EntityCounts, entity_labels
-from textorch.runtime.gc_pause import without_gc_pauses
 from textorch.models.inference_batches import group_costs, inference_batches
 from textorch.runtime.precision import batch_precision, inference_autocast
 from textorch.models.crf import CRF
@@ -106,6 +108,15 @@ class SequenceLabeler(LabelerAPI):
         :mod:`textorch.runtime.precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
+        self._one_sequence_route: tuple[torch.nn.Module, OneSequenceTagger | None] | None = None
+        """``(model, its one-sequence path)``, looked up once per model object: ``self.model`` may
+        be replaced, and a module walk costs more than a one-sequence call can spare."""
+        self._char_encoder_route: tuple[torch.nn.Module, torch.nn.Module | None] | None = None
+        """``(model, its character encoder)``, found once per model object, likewise."""
+        self._calls_changed = threading.Condition()
+        self._calls_in_flight = 0
+        """Tagging calls running now (in any thread): the word table is bounded only while no
+        call holds row ids into it."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -195,7 +206,7 @@ class SequenceLabeler(LabelerAPI):
         (``scores`` None), which skips the CRF's forward-backward pass."""
         started = time.perf_counter()
         ctx = ctx or DistContext()
-        if self.model.training:  # eval() walks every submodule: 100 us per one-sequence call
+        if self.model.training:  # eval() walks every submodule, which one-sequence calls notice
             self.model.eval()
         lengths = data.lengths()
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
@@ -226,8 +237,7 @@ class SequenceLabeler(LabelerAPI):
                 batch = batch.to(self.device)
             with inference_autocast(batch_precision(precision, len(indices)), self.device):
                 paths, scores = (runner or self.model).decode(batch, with_scores=with_scores)
-            # Whole-batch lists, then slices: row-by-row NumPy conversions took 4.8 ms of a
-            # CoNLL-2003 test-set pass at batch 32, these 2.0 ms.
+            # Whole-batch lists, then slices: row-by-row NumPy conversions cost twice as much.
             path_rows = (paths.cpu().numpy() if isinstance(paths, torch.Tensor) else paths).tolist()
             score_rows = None
             if with_scores:
@@ -247,13 +257,15 @@ class SequenceLabeler(LabelerAPI):
         item = data.encoded[0]
         if self.device.type != "cpu" or not len(item) or batch_precision(self.precision, 1) != "fp32":
             return None
-        if getattr(self, "_one_sequence_of", None) is not self.model:  # looked up once per model object
-            self._one_sequence_tagger = OneSequenceTagger.of(self.model, self._char_encoder())
-            self._one_sequence_of = self.model
-        if self._one_sequence_tagger is None:
+        model, tagger = self._one_sequence_route or (None, None)
+        if model is not self.model:
+            model = self.model
+            tagger = OneSequenceTagger.of(model, self._char_encoder())
+            self._one_sequence_route = (model, tagger)  # one assignment: threads see both or neither
+        if tagger is None:
             return None
         token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
-        decoded = self._one_sequence_tagger.decode(item, data.word_table, token_vectors, with_scores)
+        decoded = tagger.decode(item, data.word_table, token_vectors, with_scores)
         if decoded is None:
             return None
         paths, scores = decoded
@@ -279,13 +291,14 @@ class SequenceLabeler(LabelerAPI):
 
     def _char_encoder(self) -> torch.nn.Module | None:
         """The model's character encoder, found once per model object (a module walk costs
-        about 50 us, noticeable on one-sequence calls)."""
-        if getattr(self, "_char_encoder_of", None) is not self.model:
-            self._char_encoder_found = rows_encoder(self.model)
-            self._char_encoder_of = self.model
-        return self._char_encoder_found
+        noticeable on one-sequence calls)."""
+        model, encoder = self._char_encoder_route or (None, None)
+        if model is not self.model:
+            model = self.model
+            encoder = rows_encoder(model)
+            self._char_encoder_route = (model, encoder)
+        return encoder
 
-    @without_gc_pauses
     def predict(
         self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
         with_scores: bool = True,
@@ -296,13 +309,29 @@ class SequenceLabeler(LabelerAPI):
         every process returns the complete, identical list. ``with_scores=False`` gives labels
         only (``Prediction.scores`` None): a CRF then skips its forward-backward pass.
         """
-        if self.word_table is not None:
-            # A server tagging for months meets new words for ever (numbers, names): bound the
-            # table. Safe here: this call encodes and decodes, nothing keeps older row ids.
-            self.word_table.reset_if_larger(WORD_TABLE_MAX_BYTES)
-        return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
+        with self._tagging_call():
+            return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
 
-    @without_gc_pauses
+    @contextlib.contextmanager
+    def _tagging_call(self) -> Iterator[None]:
+        """One ``predict`` call, counted while it runs. A server tagging for months meets new
+        words for ever (numbers, names), so the word table is bounded here: a call that finds
+        it too large waits until the calls in flight (which hold row ids into it) are done,
+        then starts it anew."""
+        table = self.word_table
+        with self._calls_changed:
+            if table is not None and table.nbytes > WORD_TABLE_MAX_BYTES:
+                self._calls_changed.wait_for(lambda: self._calls_in_flight == 0)
+                table.reset_if_larger(WORD_TABLE_MAX_BYTES)
+            self._calls_in_flight += 1
+        try:
+            yield
+        finally:
+            with self._calls_changed:
+                self._calls_in_flight -= 1
+                if not self._calls_in_flight:
+                    self._calls_changed.notify_all()
+
     def count_entities(
         self,
         sequences: list[TokenSequence],

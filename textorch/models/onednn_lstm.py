@@ -2,27 +2,26 @@
 
 ``torch.lstm`` on the CPU hands its weights to oneDNN as plain matrices, and oneDNN reorders
 them into its blocked layout on every call. For the small batches of tagging that reorder is
-most of a call's fixed cost: one direction of the CoNLL-2003 tagger's word LSTM (150 -> 100,
-one thread, AMD EPYC) took 70 us on one token through ``torch.lstm`` and 26 us with weights
-reordered beforehand, 576 against 526 us on a batch of 32 x 15 tokens; outputs are bit for
-bit the same. PyTorch keeps such pre-reordered weights only inside ``torch.compile``'s frozen
-graphs (the operators below are the ones it calls), so this module keeps them itself, per
-module and direction, and lays them out again whenever a weight is replaced or changed
-(:func:`textorch.models.weight_state.weights_state`: in-place changes, optimizer steps).
+most of a call's fixed cost, and the outputs are bit for bit the same with weights laid out
+beforehand. PyTorch keeps such laid-out weights only inside ``torch.compile``'s frozen graphs
+(the operators below are the ones it calls, private to PyTorch: :mod:`textorch.runtime.onednn_ops`),
+so this module keeps them itself, per module and direction, and lays them out again whenever a
+weight is replaced or written in any way (:class:`textorch.models.weight_state.WeightSnapshot`
+compares their bits). A lock guards the kept layouts: threads tagging with one model share them.
 
 Only where nothing needs gradients, outside tracing and export, in float32 outside autocast or
 in bfloat16 under CPU bfloat16 autocast (``--precision bf16``) on a CPU that has it natively:
-there ``torch.lstm`` cast and reordered the weights on every call, and with bfloat16 weights
-kept laid out bf16 tagging ran 1.05-1.42x as fast as fp32 instead of 0.89-1.23x (CoNLL-2003,
-GROBID name-header and date at batch 32 and 256, one thread, in one process, alternating), with
-the same labels as autocast's ``torch.lstm``. Everywhere else (training, GRUs, ONNX export)
-``torch.lstm`` runs as before.
+there ``torch.lstm`` cast and reordered the weights on every call, and bfloat16 weights kept
+laid out are what makes bf16 tagging pay, with the same labels as autocast's ``torch.lstm``.
+Everywhere else (training, GRUs, ONNX export) ``torch.lstm`` runs as before. Measurements:
+docs/performance.md.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,9 +29,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from textorch.runtime.onednn_ops import mkldnn_op
 from textorch.runtime.precision import onednn_inference_dtype
 from textorch.models.graph_capture import being_captured
-from textorch.models.weight_state import weights_state
+from textorch.models.weight_state import WeightSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -41,24 +41,23 @@ LSTM_MODE = 2
 
 
 @dataclass
-class _Packed:
+class _LaidOut:
     """Reordered weights of one direction of one layer, its biases, and what they were made from."""
 
     weight_ih: torch.Tensor
     weight_hh: torch.Tensor
     bias_ih: torch.Tensor
     bias_hh: torch.Tensor
-    made_from: tuple[torch.Tensor, ...]
-    state: tuple | None  # weights_state(made_from); None: never reused
+    made_from: WeightSnapshot
 
     @classmethod
-    def of(cls, sources: tuple[torch.Tensor, ...], hidden_size: int, dtype: torch.dtype = torch.float32) -> "_Packed":
+    def of(cls, sources: tuple[torch.Tensor, ...], hidden_size: int, dtype: torch.dtype = torch.float32) -> "_LaidOut":
         weight_ih, weight_hh, bias_ih, bias_hh = (t.detach() for t in sources)
         return cls._reordered(weight_ih, weight_hh, bias_ih, bias_hh, hidden_size, sources, dtype)
 
     @classmethod
     def both_directions(cls, sources: tuple[torch.Tensor, ...], hidden_size: int,
-                        dtype: torch.dtype = torch.float32) -> "_Packed":
+                        dtype: torch.dtype = torch.float32) -> "_LaidOut":
         """One LSTM of ``2 * hidden_size`` units that runs a bidirectional layer's two directions
         side by side (``sources``: the forward direction's four tensors, then the backward one's).
 
@@ -75,17 +74,16 @@ class _Packed:
 
     @classmethod
     def _reordered(cls, weight_ih: torch.Tensor, weight_hh: torch.Tensor, bias_ih: torch.Tensor, bias_hh: torch.Tensor,
-                   hidden_size: int, sources: tuple[torch.Tensor, ...], dtype: torch.dtype) -> "_Packed":
+                   hidden_size: int, sources: tuple[torch.Tensor, ...], dtype: torch.dtype) -> "_LaidOut":
         """The weight matrices in ``dtype`` and oneDNN's layout; the biases stay float32, as
         oneDNN's bfloat16 LSTM takes them (it adds them in float32)."""
-        packed = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(weight_ih.to(dtype), weight_hh.to(dtype), hidden_size,
-                                                                   False, True, False)
-        return cls(packed[0], packed[1], bias_ih, bias_hh, sources, weights_state(sources))
+        made_from = WeightSnapshot(sources)
+        weights = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(weight_ih.to(dtype), weight_hh.to(dtype), hidden_size,
+                                                                    False, True, False)
+        return cls(weights[0], weights[1], bias_ih, bias_hh, made_from)
 
     def still_valid(self, sources: tuple[torch.Tensor, ...]) -> bool:
-        made_from = self.made_from
-        return (len(made_from) == len(sources) and all(a is b for a, b in zip(made_from, sources))
-                and self.state is not None and self.state == weights_state(sources))
+        return self.made_from.matches(sources)
 
 
 def _block_diagonal_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_size: int) -> torch.Tensor:
@@ -105,16 +103,19 @@ def _side_by_side_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_si
 
 # Per module, not on it: the reordered tensors (oneDNN's own layout) must not reach
 # state_dict, deepcopy or pickling of the model; they go when the module goes.
-_packed: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str, torch.dtype], _Packed]]" = weakref.WeakKeyDictionary()
+_laid_out: "weakref.WeakKeyDictionary[nn.LSTM, dict[tuple[int, str, torch.dtype], _LaidOut]]" = weakref.WeakKeyDictionary()
+_laid_out_lock = threading.Lock()
 
 
 @functools.cache
-def packed_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
+def laid_out_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
     """Whether this torch has the operators and they give ``torch.lstm``'s outputs in ``dtype``
     (float32: to 1e-5; bfloat16: to bfloat16's precision, against ``torch.lstm`` under autocast).
 
     Tried once on a tiny LSTM rather than assumed: the operators are internal to PyTorch, so a
     build without them (or with other signatures) must quietly keep ``torch.lstm``."""
+    if mkldnn_op("_reorder_mkldnn_rnn_layer_weight") is None or not hasattr(torch.ops.aten, "mkldnn_rnn_layer"):
+        return False
     try:
         if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
             return False
@@ -130,7 +131,7 @@ def packed_lstm_available(dtype: torch.dtype = torch.float32) -> bool:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 expected = lstm(x)[0].float()
             with torch.autocast("cpu", enabled=False):
-                got = _run(_Packed.of(_sources(lstm, 0, ""), lstm.hidden_size, dtype), x, lstm.hidden_size)
+                got = _run(_LaidOut.of(_sources(lstm, 0, ""), lstm.hidden_size, dtype), x, lstm.hidden_size)
             return got.dtype == dtype and bool(torch.allclose(got.float(), expected, atol=2e-2 if bf16 else 1e-5))
     except (AttributeError, RuntimeError, TypeError) as error:
         logger.debug("pre-reordered %s LSTM weights unavailable: %s", dtype, error)
@@ -143,8 +144,6 @@ def run_dtype(rnn: nn.RNNBase, x: torch.Tensor) -> torch.dtype | None:
     it does not serve the call (``torch.lstm`` then runs)."""
     if not isinstance(rnn, nn.LSTM) or rnn.proj_size or not rnn.bias or rnn.training:
         return None
-    if rnn.weight_ih_l0.is_inference():  # made under inference mode: no change counters to trust
-        return None
     if x.device.type != "cpu" or rnn.weight_ih_l0.dtype != torch.float32 or not x.numel():
         return None
     if torch.is_grad_enabled() and (x.requires_grad or rnn.weight_ih_l0.requires_grad):
@@ -152,7 +151,7 @@ def run_dtype(rnn: nn.RNNBase, x: torch.Tensor) -> torch.dtype | None:
     dtype = onednn_inference_dtype(x)
     if dtype is None or being_captured():
         return None
-    return dtype if packed_lstm_available(dtype) else None
+    return dtype if laid_out_lstm_available(dtype) else None
 
 
 def applies(rnn: nn.RNNBase, x: torch.Tensor) -> bool:
@@ -176,7 +175,7 @@ def time_major_direction(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str)
     """:func:`lstm_direction` over time-major ``x`` ``(T, B, D)``, giving ``(T, B, H)``: oneDNN's
     own order, so nothing is transposed. Call only where :func:`applies`."""
     sources = _sources(rnn, layer, suffix)
-    return _run(_entry(rnn, (layer, suffix), sources, _Packed.of), x, rnn.hidden_size)
+    return _run(_entry(rnn, (layer, suffix), sources, _LaidOut.of), x, rnn.hidden_size)
 
 
 def both_directions_time_major(rnn: nn.LSTM, x: torch.Tensor, layer: int) -> torch.Tensor:
@@ -186,24 +185,28 @@ def both_directions_time_major(rnn: nn.LSTM, x: torch.Tensor, layer: int) -> tor
     that direction read. Call only where :func:`applies`, on a bidirectional LSTM.
 
     Why: every oneDNN call has a fixed cost that dominates tiny inputs (a one-sentence character
-    table, 8 tokens of up to 8 characters, 25 -> 2 x 25 units: two calls 132 us, one call of the
-    doubled LSTM 77 us, outputs bit for bit the same). The doubled LSTM does twice the
-    arithmetic, so larger inputs run faster as two calls (``padded_rnn.BOTH_DIRECTIONS_MAX_WORK``)."""
+    table), and one call of the doubled LSTM gives both directions' outputs bit for bit. The
+    doubled LSTM does twice the arithmetic, so larger inputs run faster as two calls
+    (``time_major_rnn.BOTH_DIRECTIONS_MAX_WORK``)."""
     sources = _sources(rnn, layer, "") + _sources(rnn, layer, "_reverse")
-    return _run(_entry(rnn, (layer, "both"), sources, _Packed.both_directions), x, 2 * rnn.hidden_size)
+    return _run(_entry(rnn, (layer, "both"), sources, _LaidOut.both_directions), x, 2 * rnn.hidden_size)
 
 
 def _entry(rnn: nn.LSTM, key: tuple[int, str], sources: tuple[torch.Tensor, ...],
-           make: Callable[[tuple[torch.Tensor, ...], int, torch.dtype], _Packed]) -> _Packed:
+           make: Callable[[tuple[torch.Tensor, ...], int, torch.dtype], _LaidOut]) -> _LaidOut:
     """The reordered weights kept under ``key`` for ``rnn`` in this call's format (float32 and
     bfloat16 ones side by side), made again where ``sources`` changed."""
-    entries = _packed.get(rnn)
-    if entries is None:
-        entries = _packed[rnn] = {}
     dtype = call_dtype()
-    entry = entries.get((*key, dtype))
-    if entry is None or not entry.still_valid(sources):
-        entry = entries[(*key, dtype)] = make(sources, rnn.hidden_size, dtype)
+    entries = _laid_out.get(rnn)
+    entry = None if entries is None else entries.get((*key, dtype))
+    if entry is not None and entry.still_valid(sources):
+        return entry
+    entry = make(sources, rnn.hidden_size, dtype)
+    with _laid_out_lock:  # the dictionaries are shared by every thread tagging with this module
+        entries = _laid_out.get(rnn)
+        if entries is None:
+            entries = _laid_out[rnn] = {}
+        entries[(*key, dtype)] = entry
     return entry
 
 
@@ -213,15 +216,15 @@ def _sources(rnn: nn.LSTM, layer: int, suffix: str) -> tuple[torch.Tensor, ...]:
             getattr(rnn, "bias_hh" + name))
 
 
-# The operator's Python binding costs 3 us less a call than torch.ops.aten's dispatch.
+# The operator's Python binding costs less a call than torch.ops.aten's dispatch.
 _python_binding = getattr(torch, "mkldnn_rnn_layer", None)
 
 
-def _run(packed: _Packed, time_major: torch.Tensor, hidden_size: int) -> torch.Tensor:
+def _run(laid_out: _LaidOut, time_major: torch.Tensor, hidden_size: int) -> torch.Tensor:
     """``(T, B, H)`` outputs of one direction over ``time_major`` ``(T, B, D)``, in the number
-    format of ``packed``'s weights."""
-    time_major = time_major.to(packed.weight_ih.dtype).contiguous()
+    format of ``laid_out``'s weights."""
+    time_major = time_major.to(laid_out.weight_ih.dtype).contiguous()
     zeros = time_major.new_zeros(time_major.shape[1], hidden_size)
     rnn_layer = _python_binding or torch.ops.aten.mkldnn_rnn_layer
-    return rnn_layer(time_major, packed.weight_ih, packed.weight_hh, packed.bias_ih, packed.bias_hh, zeros, zeros,
+    return rnn_layer(time_major, laid_out.weight_ih, laid_out.weight_hh, laid_out.bias_ih, laid_out.bias_hh, zeros, zeros,
                       False, [], LSTM_MODE, hidden_size, 1, True, False, False, False)[0]

@@ -1,4 +1,4 @@
-"""LSTM directions with weights reordered once: ``torch.lstm``'s outputs exactly, fresh weights
+"""LSTM directions with weights laid out once for oneDNN: ``torch.lstm``'s outputs exactly, fresh weights
 after any change, and the ordinary path wherever gradients, autocast, GRUs or export are involved."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import torch
 from torch import nn
 
 from textorch.runtime.precision import cpu_has_native_bf16
-from textorch.models import packed_lstm, padded_rnn
-from textorch.models.packed_lstm import applies, lstm_direction, packed_lstm_available
+from textorch.models import onednn_lstm, packing_rule, padded_rnn, time_major_rnn
+from textorch.models.onednn_lstm import applies, lstm_direction, laid_out_lstm_available
 
-needs_packing = pytest.mark.skipif(not packed_lstm_available(), reason="this torch build cannot pre-reorder LSTM weights")
-needs_bf16_packing = pytest.mark.skipif(
-    not (cpu_has_native_bf16() and packed_lstm_available(torch.bfloat16)),
-    reason="this CPU has no native bfloat16, or this torch cannot pre-reorder bfloat16 LSTM weights")
+needs_layout = pytest.mark.skipif(not laid_out_lstm_available(), reason="this torch build cannot lay out LSTM weights")
+needs_bf16_layout = pytest.mark.skipif(
+    not (cpu_has_native_bf16() and laid_out_lstm_available(torch.bfloat16)),
+    reason="this CPU has no native bfloat16, or this torch cannot lay out bfloat16 LSTM weights")
 
 
 def _lstm(input_size: int = 6, hidden: int = 5, layers: int = 1, seed: int = 0) -> nn.LSTM:
@@ -33,17 +33,17 @@ def _direction_by_torch(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str) 
 def _spy_reorders(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count weight reorders (they still run)."""
     made: list[int] = []
-    real = packed_lstm._Packed.of.__func__
+    real = onednn_lstm._LaidOut.of.__func__
 
     def spy(cls, sources, hidden_size, dtype=torch.float32):
         made.append(1)
         return real(cls, sources, hidden_size, dtype)
 
-    monkeypatch.setattr(packed_lstm._Packed, "of", classmethod(spy))
+    monkeypatch.setattr(onednn_lstm._LaidOut, "of", classmethod(spy))
     return made
 
 
-@needs_packing
+@needs_layout
 @pytest.mark.parametrize("rows, steps", [(1, 1), (1, 13), (7, 3), (33, 9)])
 @pytest.mark.parametrize("suffix", ["", "_reverse"])
 def test_a_direction_equals_torch_lstm(rows: int, steps: int, suffix: str) -> None:
@@ -57,7 +57,7 @@ def test_a_direction_equals_torch_lstm(rows: int, steps: int, suffix: str) -> No
     assert torch.allclose(got, expected, atol=1e-6, rtol=0)
 
 
-@needs_packing
+@needs_layout
 def test_unpadded_rows_give_the_fused_bidirectional_outputs_with_two_layers() -> None:
     rnn = _lstm(layers=2)
     x = torch.randn(3, 8, 6, generator=torch.Generator().manual_seed(1))
@@ -82,7 +82,7 @@ def test_rows_without_padding_read_backwards_by_a_flip_with_the_modules_gradient
     assert all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip(rnn.parameters(), expected_grads))
 
 
-@needs_packing
+@needs_layout
 def test_padded_rows_keep_their_values_and_zeros_after_each_length() -> None:
     rnn = _lstm()
     x = torch.randn(4, 6, 6, generator=torch.Generator().manual_seed(2))
@@ -95,7 +95,7 @@ def test_padded_rows_keep_their_values_and_zeros_after_each_length() -> None:
             assert not got[row, n:].any()
 
 
-@needs_packing
+@needs_layout
 def test_weights_are_reordered_once_then_again_after_any_change(monkeypatch: pytest.MonkeyPatch) -> None:
     made = _spy_reorders(monkeypatch)
     rnn = _lstm()
@@ -116,7 +116,7 @@ def test_weights_are_reordered_once_then_again_after_any_change(monkeypatch: pyt
     assert len(made) == 3
 
 
-@needs_packing
+@needs_layout
 def test_the_model_keeps_its_names_state_and_copies() -> None:
     rnn = _lstm()
     names = set(rnn.state_dict())
@@ -129,7 +129,7 @@ def test_the_model_keeps_its_names_state_and_copies() -> None:
         assert torch.equal(lstm_direction(twin, x, 0, ""), lstm_direction(rnn, x, 0, ""))
 
 
-@needs_packing
+@needs_layout
 def test_the_ordinary_path_wherever_packing_does_not_apply() -> None:
     rnn = _lstm()
     x = torch.randn(2, 3, 6)
@@ -144,21 +144,34 @@ def test_the_ordinary_path_wherever_packing_does_not_apply() -> None:
         assert not applies(nn.LSTM(6, 5, batch_first=True, proj_size=2).eval(), x)
     assert not applies(rnn, x)  # gradients wanted: training keeps autograd's path
     assert not applies(copy.deepcopy(rnn).train(), x)
+
+
+
+@needs_layout
+def test_an_lstm_made_under_inference_mode_is_laid_out_and_sees_its_changes() -> None:
+    """Inference tensors keep no version counter; the kept layout compares contents instead."""
+    x = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(6))
     with torch.inference_mode():
-        made_here = nn.LSTM(6, 5, batch_first=True).eval()  # inference tensors: no change counters
-        assert not applies(made_here, x)
+        made_here = _lstm()
+        assert applies(made_here, x)
+        first = lstm_direction(made_here, x, 0, "")
+        assert torch.allclose(first, _direction_by_torch(made_here, x, 0, ""), atol=1e-6, rtol=0)
+        made_here.weight_ih_l0.mul_(-1.0)
+        changed = lstm_direction(made_here, x, 0, "")
+        assert not torch.allclose(changed, first)
+        assert torch.allclose(changed, _direction_by_torch(made_here, x, 0, ""), atol=1e-6, rtol=0)
 
 
 def test_the_probe_answers_under_inference_mode_and_without_the_operators(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tagging calls run under inference mode, and the first one asks the probe: it must not
     build its test LSTM from inference tensors (which keep no version counter) and give up."""
-    packed_lstm.packed_lstm_available.cache_clear()
+    onednn_lstm.laid_out_lstm_available.cache_clear()
     try:
         random_state = torch.get_rng_state()
         with torch.inference_mode():
-            found = packed_lstm_available()
+            found = laid_out_lstm_available()
             with torch.autocast("cpu", dtype=torch.bfloat16):  # --precision bf16's first call asks under autocast
-                found_bf16 = packed_lstm_available(torch.bfloat16)
+                found_bf16 = laid_out_lstm_available(torch.bfloat16)
         assert torch.equal(torch.get_rng_state(), random_state)  # training's random draws stay the same
         assert found == (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_mkldnn_rnn_layer_weight"))
         if cpu_has_native_bf16():
@@ -168,10 +181,10 @@ def test_the_probe_answers_under_inference_mode_and_without_the_operators(monkey
             def __getattr__(self, name: str):
                 raise AttributeError(name)
 
-        packed_lstm.packed_lstm_available.cache_clear()
+        onednn_lstm.laid_out_lstm_available.cache_clear()
         monkeypatch.setattr(torch.ops, "mkldnn", NoOps())
-        assert packed_lstm_available() is False
-        assert packed_lstm_available(torch.bfloat16) is False
+        assert laid_out_lstm_available() is False
+        assert laid_out_lstm_available(torch.bfloat16) is False
         rnn = _lstm()
         with torch.inference_mode():
             assert not applies(rnn, torch.randn(1, 2, 6))
@@ -179,10 +192,10 @@ def test_the_probe_answers_under_inference_mode_and_without_the_operators(monkey
         assert out.shape == (2, 3, 10)
     finally:
         monkeypatch.undo()
-        packed_lstm.packed_lstm_available.cache_clear()
+        onednn_lstm.laid_out_lstm_available.cache_clear()
 
 
-@needs_packing
+@needs_layout
 def test_an_optimizer_step_is_seen_even_fused(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fused Adam step changes weights without moving their version counters: a tagger
     validated between training steps must not keep the weights of the step before."""
@@ -204,7 +217,7 @@ def test_an_optimizer_step_is_seen_even_fused(monkeypatch: pytest.MonkeyPatch) -
     assert torch.allclose(after, expected, atol=1e-6, rtol=0)
 
 
-@needs_packing
+@needs_layout
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 9, 9, 9, 8, 8, 8, 8, 7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 4]])
 def test_time_major_outputs_equal_the_batch_first_ones_on_every_real_position(layers: int, lengths: list[int]) -> None:
@@ -230,15 +243,19 @@ def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> No
     lengths = torch.tensor([10, 9, 8, 7])
     torch.manual_seed(0)
     gru = nn.GRU(6, 5, batch_first=True, bidirectional=True).eval()
+    lstm = _lstm()
+    mostly_padding = torch.tensor([10] + [1] * 63)
     with torch.inference_mode():
         assert padded_rnn.time_major_outputs(gru, x, lengths) is None
-        assert padded_rnn.time_major_outputs(_lstm(), x, torch.tensor([10, 1, 1, 1])) is None
+        assert padded_rnn.time_major_outputs(lstm, x, lengths) is not None
+        assert packing_rule.packs(lstm, x[:1].expand(64, -1, -1), mostly_padding)
+        assert padded_rnn.time_major_outputs(lstm, x[:1].expand(64, -1, -1), mostly_padding) is None
         with torch.autocast("cpu", dtype=torch.float16):
-            assert padded_rnn.time_major_outputs(_lstm(), x, lengths) is None
+            assert padded_rnn.time_major_outputs(lstm, x, lengths) is None
     assert padded_rnn.time_major_outputs(_lstm().train(), x, lengths) is None
 
 
-@needs_packing
+@needs_layout
 @pytest.mark.parametrize("one_call", [True, False])
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("lengths", [[4, 4, 4], [9, 1, 4, 7, 2, 9, 3, 3, 5, 8, 6, 1, 2, 2, 4, 7, 9, 1, 5]])
@@ -253,12 +270,12 @@ def test_final_states_at_inference_run_time_major_and_equal_the_packed_ones(
     lengths_t = torch.tensor(lengths)
     x = torch.randn(len(lengths), max(lengths), 6, generator=torch.Generator().manual_seed(len(lengths)))
     taken: list[int] = []
-    real = padded_rnn._time_major_final_states
-    monkeypatch.setattr(padded_rnn, "_time_major_final_states", lambda *a: taken.append(1) or real(*a))
-    monkeypatch.setattr(padded_rnn, "BOTH_DIRECTIONS_MAX_WORK", 10**9 if one_call else 0)
+    real = padded_rnn.time_major_final_states
+    monkeypatch.setattr(padded_rnn, "time_major_final_states", lambda *a: taken.append(1) or real(*a))
+    monkeypatch.setattr(time_major_rnn, "BOTH_DIRECTIONS_MAX_WORK", 10**9 if one_call else 0)
     joint: list[int] = []
-    both = packed_lstm.both_directions_time_major
-    monkeypatch.setattr(packed_lstm, "both_directions_time_major", lambda *a: joint.append(1) or both(*a))
+    both = onednn_lstm.both_directions_time_major
+    monkeypatch.setattr(onednn_lstm, "both_directions_time_major", lambda *a: joint.append(1) or both(*a))
     with torch.inference_mode():
         got = padded_rnn.final_states(rnn, x, lengths_t)
         _, (h_n, _) = rnn(nn.utils.rnn.pack_padded_sequence(x, lengths_t, batch_first=True, enforce_sorted=False))
@@ -267,7 +284,7 @@ def test_final_states_at_inference_run_time_major_and_equal_the_packed_ones(
     assert torch.allclose(got, torch.cat(list(h_n), dim=-1), atol=1e-6, rtol=0)
 
 
-@needs_packing
+@needs_layout
 @pytest.mark.parametrize("steps, rows", [(1, 1), (7, 3), (5, 20)])
 def test_both_directions_in_one_call_equal_each_direction_alone(steps: int, rows: int) -> None:
     """Block-diagonal weights: the doubled LSTM's halves are the two directions' own outputs
@@ -276,33 +293,33 @@ def test_both_directions_in_one_call_equal_each_direction_alone(steps: int, rows
     generator = torch.Generator().manual_seed(steps * rows)
     forward_in, backward_in = (torch.randn(steps, rows, 7, generator=generator) for _ in range(2))
     with torch.inference_mode():
-        both = packed_lstm.both_directions_time_major(rnn, torch.cat([forward_in, backward_in], dim=-1), 0)
-        forward = packed_lstm.time_major_direction(rnn, forward_in, 0, "")
-        backward = packed_lstm.time_major_direction(rnn, backward_in, 0, "_reverse")
+        both = onednn_lstm.both_directions_time_major(rnn, torch.cat([forward_in, backward_in], dim=-1), 0)
+        forward = onednn_lstm.time_major_direction(rnn, forward_in, 0, "")
+        backward = onednn_lstm.time_major_direction(rnn, backward_in, 0, "_reverse")
     assert both.shape == (steps, rows, 10)
     assert torch.allclose(both[..., :5], forward, atol=1e-6, rtol=0)
     assert torch.allclose(both[..., 5:], backward, atol=1e-6, rtol=0)
 
 
-@needs_packing
+@needs_layout
 def test_the_joint_weights_are_made_once_then_again_when_either_direction_changes() -> None:
     rnn = _lstm(input_size=4, hidden=3)
     x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(4))
 
     def expected() -> torch.Tensor:
-        return torch.cat([packed_lstm.time_major_direction(rnn, x[..., :4], 0, ""),
-                          packed_lstm.time_major_direction(rnn, x[..., 4:], 0, "_reverse")], dim=-1)
+        return torch.cat([onednn_lstm.time_major_direction(rnn, x[..., :4], 0, ""),
+                          onednn_lstm.time_major_direction(rnn, x[..., 4:], 0, "_reverse")], dim=-1)
 
     with torch.inference_mode():
-        first = packed_lstm.both_directions_time_major(rnn, x, 0)
-        entry = packed_lstm._packed[rnn][(0, "both", torch.float32)]
-        assert torch.equal(packed_lstm.both_directions_time_major(rnn, x, 0), first)
-        assert packed_lstm._packed[rnn][(0, "both", torch.float32)] is entry
+        first = onednn_lstm.both_directions_time_major(rnn, x, 0)
+        entry = onednn_lstm._laid_out[rnn][(0, "both", torch.float32)]
+        assert torch.equal(onednn_lstm.both_directions_time_major(rnn, x, 0), first)
+        assert onednn_lstm._laid_out[rnn][(0, "both", torch.float32)] is entry
     with torch.no_grad():
         rnn.weight_hh_l0_reverse.mul_(-1.0)  # the backward direction only, in place
     with torch.inference_mode():
-        changed = packed_lstm.both_directions_time_major(rnn, x, 0)
-        assert packed_lstm._packed[rnn][(0, "both", torch.float32)] is not entry
+        changed = onednn_lstm.both_directions_time_major(rnn, x, 0)
+        assert onednn_lstm._laid_out[rnn][(0, "both", torch.float32)] is not entry
         assert torch.allclose(changed, expected(), atol=1e-6, rtol=0)
         assert not torch.allclose(changed[..., 3:], first[..., 3:], atol=1e-4)
 
@@ -313,14 +330,14 @@ with float32 and with autocast's ``torch.lstm`` to a few thousandths; a misplace
 is off by tenths."""
 
 
-@needs_bf16_packing
+@needs_bf16_layout
 @pytest.mark.parametrize("suffix", ["", "_reverse"])
 def test_a_bf16_direction_equals_autocasts_torch_lstm(suffix: str) -> None:
     rnn = _lstm(input_size=40, hidden=30)
     x = torch.randn(9, 7, 40, generator=torch.Generator().manual_seed(2))
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        assert packed_lstm.run_dtype(rnn, x) == torch.bfloat16
-        assert packed_lstm.run_dtype(rnn, x.bfloat16()) == torch.bfloat16
+        assert onednn_lstm.run_dtype(rnn, x) == torch.bfloat16
+        assert onednn_lstm.run_dtype(rnn, x.bfloat16()) == torch.bfloat16
         got = lstm_direction(rnn, x, 0, suffix)
         expected = _direction_by_torch(rnn, x, 0, suffix)
     with torch.inference_mode():
@@ -330,7 +347,7 @@ def test_a_bf16_direction_equals_autocasts_torch_lstm(suffix: str) -> None:
     assert torch.allclose(got.float(), exact, atol=BF16_TOLERANCE, rtol=0)
 
 
-@needs_bf16_packing
+@needs_bf16_layout
 def test_bf16_and_fp32_weights_are_kept_side_by_side_and_remade_after_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
     made = _spy_reorders(monkeypatch)
     rnn = _lstm()
@@ -343,8 +360,8 @@ def test_bf16_and_fp32_weights_are_kept_side_by_side_and_remade_after_a_change(m
             lstm_direction(rnn, x, 0, "")
         assert torch.equal(lstm_direction(rnn, x, 0, ""), fp32)
         assert len(made) == 2  # one layout per format, each made once
-        assert {key[-1] for key in packed_lstm._packed[rnn]} == {torch.float32, torch.bfloat16}
-        assert packed_lstm._packed[rnn][(0, "", torch.bfloat16)].weight_ih.dtype == torch.bfloat16
+        assert {key[-1] for key in onednn_lstm._laid_out[rnn]} == {torch.float32, torch.bfloat16}
+        assert onednn_lstm._laid_out[rnn][(0, "", torch.bfloat16)].weight_ih.dtype == torch.bfloat16
         assert torch.allclose(fp32, _direction_by_torch(rnn, x, 0, ""), atol=1e-6, rtol=0)
     with torch.no_grad():
         rnn.weight_hh_l0.mul_(-1.0)
@@ -361,7 +378,7 @@ def test_bf16_autocast_keeps_torch_lstm_where_the_cpu_would_emulate_it(monkeypat
         assert not applies(_lstm(), torch.randn(2, 3, 6))
 
 
-@needs_bf16_packing
+@needs_bf16_layout
 @pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 9, 9, 9, 8, 8, 8, 8, 7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 4]])
 def test_time_major_outputs_under_bf16_autocast_equal_the_ordinary_ones(lengths: list[int]) -> None:
     """The word BiLSTM of a ``--precision bf16`` tagging call: bfloat16 outputs, as autocast's
@@ -371,7 +388,7 @@ def test_time_major_outputs_under_bf16_autocast_equal_the_ordinary_ones(lengths:
     lengths_t = torch.tensor(lengths)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         got = padded_rnn.time_major_outputs(rnn, x, lengths_t)
-        finals = padded_rnn._time_major_final_states(rnn, x, lengths_t)
+        finals = padded_rnn.time_major_final_states(rnn, x, lengths_t)
     with torch.inference_mode():
         expected = padded_rnn.masked_padded_rnn(rnn, x, lengths_t)
         expected_finals = padded_rnn.final_states(rnn, x, lengths_t)
@@ -379,3 +396,55 @@ def test_time_major_outputs_under_bf16_autocast_equal_the_ordinary_ones(lengths:
     for row, n in enumerate(lengths):
         assert torch.allclose(got[:n, row].float(), expected[row, :n], atol=BF16_TOLERANCE, rtol=0)
     assert torch.allclose(finals.float(), expected_finals, atol=BF16_TOLERANCE, rtol=0)
+
+
+@needs_layout
+def test_without_the_operators_tagging_runs_torch_lstm_with_the_same_outputs(
+    tiny_conll, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The laid-out weights need PyTorch's private operators; switched off (as on a torch that
+    lacks them), every route runs ``torch.lstm`` and answers as before, up to rounding."""
+    from textorch.data.corpus import TokenSequence
+    from textorch.tagging.labeler import SequenceLabeler
+
+    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4)
+    texts = [TokenSequence(t.split()) for t in ["John lives in Paris .", "Mary met Peter", "Rome", "Anna in Berlin"]]
+    fast = [labeler.predict([t])[0] for t in texts] + labeler.predict(texts, batch_size=2)
+    rnn = _lstm()
+    x = torch.randn(3, 7, 6, generator=torch.Generator().manual_seed(9))
+    lengths = torch.tensor([7, 5, 2])
+    with torch.inference_mode():
+        fast_outputs = padded_rnn.rnn_outputs(rnn, x, lengths)
+    monkeypatch.setattr(onednn_lstm, "laid_out_lstm_available", lambda dtype=torch.float32: False)
+    made = _spy_reorders(monkeypatch)
+    labeler.token_vector_cache.clear()
+    public = [labeler.predict([t])[0] for t in texts] + labeler.predict(texts, batch_size=2)
+    with torch.inference_mode():
+        assert not applies(rnn, x)
+        public_outputs = padded_rnn.rnn_outputs(rnn, x, lengths)
+    assert made == []
+    assert torch.allclose(public_outputs, fast_outputs, atol=1e-6, rtol=0)
+    assert [p.labels for p in public] == [p.labels for p in fast]
+    assert torch.allclose(torch.tensor([s for p in public for s in p.scores]),
+                          torch.tensor([s for p in fast for s in p.scores]), atol=1e-5, rtol=0)
+
+
+def test_the_bf16_probe_says_no_without_its_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch.runtime import precision
+
+    precision.cpu_has_native_bf16.cache_clear()
+    monkeypatch.setattr(precision, "mkldnn_op", lambda name: None)
+    try:
+        assert precision.cpu_has_native_bf16() is False
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            assert precision.onednn_inference_dtype(torch.zeros(2)) is None  # the public path then runs
+    finally:
+        monkeypatch.undo()
+        precision.cpu_has_native_bf16.cache_clear()
+
+
+def test_the_former_module_path_and_name_still_work() -> None:
+    import textorch.models.packed_lstm as former
+
+    assert former is onednn_lstm
+    assert former.packed_lstm_available is laid_out_lstm_available
