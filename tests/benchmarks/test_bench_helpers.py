@@ -446,3 +446,14 @@ def test_anatomy_rows_say_what_share_a_target_leaves_and_what_the_rest_must_gain
     edge = tagging_anatomy.row_for("batch 32", 244, {**timing, "kernels_share": 0.5595}, 550, 1, 2.7991, 5.0)
     assert edge["rest_must_speed_up"] > 1000  # the table says so in words, not as a bare number
     assert tagging_anatomy.speed_up_verdict(edge).startswith("kernels take nearly all of it (the rest 1,")
+
+
+def test_tagging_outputs_compare_counts_label_and_score_differences() -> None:
+    import tagging_outputs
+
+    before = {"date/one": [[["B-x", "O"], ["3f800000", "3f000000"]], [["O"], ["3f800000"]]]}
+    assert all(row["identical"] for row in tagging_outputs.compare(before, before))
+    after = {"date/one": [[["B-x", "O"], ["3f800000", "3f000001"]], [["B-x"], ["3f800000"]]]}
+    row, = tagging_outputs.compare(before, after)
+    assert (row["sequences"], row["tokens"], row["label_differences"], row["score_differences"]) == (2, 3, 1, 1)
+    assert not row["identical"]
