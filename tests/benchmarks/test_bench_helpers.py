@@ -270,20 +270,24 @@ def _seed1_models(work: Path) -> None:
         path.mkdir(parents=True)
 
 
+class _RecordingRunner:
+    """Stands for bench_vs_delft.Runner: records each runner process asked for (system,
+    options) and answers with ``answer(system, options)`` as (payload, wall seconds)."""
+
+    def __init__(self, work: Path, answer) -> None:
+        self.work = work
+        self.answer = answer
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def runner(self, system, name, args):
+        self.calls.append((system, args))
+        return self.answer(system, args)
+
+
 def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
-    class FakeRunner:
-        work = tmp_path
-
-        def __init__(self) -> None:
-            self.calls: list[tuple[str, list[str]]] = []
-
-        def runner(self, system, name, args):
-            self.calls.append((system, args))
-            return {"tagging": {"batch32": {"tokens_per_s": 1.0}}}, 0.0
-
     job = {"key": "date-BidLSTM_CRF"}
     _seed1_models(tmp_path)
-    r = FakeRunner()
+    r = _RecordingRunner(tmp_path, lambda system, args: ({"tagging": {"batch32": {"tokens_per_s": 1.0}}}, 0.0))
     settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0}
     out = bench_vs_delft.measure_tagging(r, job, _TestFiles(), settings)
     assert [system for system, _ in r.calls] == ["delft", "textorch", "textorch", "textorch", "textorch", "textorch"]
@@ -475,25 +479,18 @@ class _SplitFiles:
     delft = textorch = {"train": "train.txt", "valid": "valid.txt", "test": "test.txt"}
 
 
-def _training_runner(tmp_path: Path, gold: list[list[str]], preds: dict[str, list[list[str]]]):
+def _training_runner(tmp_path: Path, gold: list[list[str]], preds: dict[str, list[list[str]]]) -> _RecordingRunner:
     """A runner whose ``train`` processes write the given predictions where they are told to."""
 
-    class FakeRunner:
-        work = tmp_path
+    def train(system: str, args: list[str]) -> tuple[dict, float]:
+        label = "textorch_bf16" if "bf16" in args else system
+        path = Path(args[args.index("--predictions") + 1])
+        path.write_text(__import__("json").dumps({"gold": gold, "pred": preds[label]}))
+        seed = int(args[args.index("--seed") + 1])
+        return {"f1": 0.5, "epochs": 3, "train_tokens_per_s": 10.0, "whole_tokens_per_s": 5.0, "seed": seed,
+                "whole_s": 2.0}, 1.0
 
-        def __init__(self) -> None:
-            self.calls: list[tuple[str, list[str]]] = []
-
-        def runner(self, system, name, args):
-            self.calls.append((system, args))
-            label = "textorch_bf16" if "bf16" in args else system
-            path = Path(args[args.index("--predictions") + 1])
-            path.write_text(__import__("json").dumps({"gold": gold, "pred": preds[label]}))
-            seed = int(args[args.index("--seed") + 1])
-            return {"f1": 0.5, "epochs": 3, "train_tokens_per_s": 10.0, "whole_tokens_per_s": 5.0, "seed": seed,
-                    "whole_s": 2.0}, 1.0
-
-    return FakeRunner()
+    return _RecordingRunner(tmp_path, train)
 
 
 def test_training_order_alternates_with_the_seed_and_every_run_is_scored_by_one_scorer(tmp_path):
