@@ -553,7 +553,7 @@ def test_early_stopping_rows_give_epochs_run_and_no_tagging_rows():
     assert not any(name.startswith("tag") or "RSS" in name for name in rows)
 
 
-def test_both_systems_processes_run_under_the_same_allocator_settings(tmp_path):
+def test_both_systems_processes_run_under_the_same_allocator_settings(tmp_path, monkeypatch):
     from textorch.runtime.malloc_tuning import MMAP_THRESHOLD, TRIM_THRESHOLD, keep_freed_memory
 
     env = bench_vs_delft.allocator_env()
@@ -563,16 +563,10 @@ def test_both_systems_processes_run_under_the_same_allocator_settings(tmp_path):
     for system in ("delft", "textorch"):  # both start through Runner.run, with its environment
         payload, _ = r.run(f"env-{system}", [sys.executable, "-c", show])
         assert payload == env
-    import os
-
     # textorch's own tuning, seeing glibc's variables set, leaves them be: one setting for both.
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        assert keep_freed_memory() is False
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert keep_freed_memory() is False
 
 
 def test_training_measures_share_one_definition_and_short_predictions_are_completed(tmp_path):
