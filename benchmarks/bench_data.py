@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 GROBID_FILES = {
     "date": "grobid/date/date-220311.train",
     "name-header": "grobid/name-header/name-header-251225.train",
+    "name-citation": "grobid/name-citation/name-citation-251225.train",
+    "affiliation-address": "grobid/affiliation-address/affiliation-address-251225.train",
 }
 CONLL = "conll2003"
 

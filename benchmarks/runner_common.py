@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import resource
 import statistics
 import time
@@ -21,27 +22,74 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+ALLOCATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+"""glibc's environment variables for its mmap and trim thresholds, which bench_vs_delft.py
+sets alike for every process of both systems."""
+
+
 def emit(payload: dict, threads: int) -> None:
-    """The one result line a runner prints; the orchestrator reads the last such line."""
+    """The one result line a runner prints; the orchestrator reads the last such line. It
+    carries the allocator settings the process ran under, so a result shows that both
+    systems had the same."""
     payload.setdefault("threads", threads)
     payload.setdefault("peak_rss_mb", peak_rss_mb())
+    payload.setdefault("allocator", {name: os.environ.get(name) for name in ALLOCATOR_VARIABLES})
     print("BENCH_JSON " + json.dumps(payload), flush=True)
 
 
-def repeat_seconds(fn: Callable[[], object], repeats: int, min_seconds: float) -> tuple[list[float], int]:
+def training_speeds(lengths: Sequence[int], epoch_s: Sequence[float], whole_s: float) -> dict:
+    """A training run's measures, one definition for both runners: tokens per epoch are the
+    training set's as read (whatever either system cuts or truncates), ``epoch_s`` each
+    epoch's loop over its training batches, ``whole_s`` the whole training call."""
+    tokens, epochs = int(sum(lengths)), len(epoch_s)
+    return {"epochs": epochs, "n_train_sequences": len(lengths), "n_train_tokens": tokens,
+            "epoch_s": list(epoch_s), "epochs_s": sum(epoch_s), "whole_s": whole_s,
+            "train_tokens_per_s": tokens * epochs / max(sum(epoch_s), 1e-9),
+            "whole_tokens_per_s": tokens * epochs / max(whole_s, 1e-9)}
+
+
+def write_predictions(path: str | None, gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> None:
+    """The test set's gold and predicted labels, sequence by sequence in file order, for the
+    orchestrator to score both systems with one scorer (``f1_bootstrap``). A prediction
+    shorter than its gold sequence (DeLFT truncates at its maximum length when tagging) is
+    completed with ``O``, which is what an untagged token means."""
+    if path is None:
+        return
+    if len(gold) != len(pred):
+        raise ValueError(f"{len(gold)} gold sequences but {len(pred)} predicted")
+    completed = [list(p) + ["O"] * (len(g) - len(p)) for g, p in zip(gold, pred)]
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump({"gold": [list(g) for g in gold], "pred": completed}, out)
+
+
+def repeat_seconds(fn: Callable[[], object], repeats: int, min_seconds: float,
+                   prepare: Callable[[], object] | None = None) -> tuple[list[float], int]:
     """The time of one ``fn()`` call in each of ``repeats`` repeats, and the loops per repeat.
 
     A first untimed call warms the path (allocations, lazily built objects). When one call is
     shorter than ``min_seconds``, each repeat loops over it so that timer resolution and
     scheduler noise stay small next to what is measured (tiny GROBID test sets tag in
     milliseconds).
+
+    ``prepare`` runs before every call, the warm-up included, outside the clock: each call is
+    then timed on its own and a repeat is the mean of its loops' calls. It is how a system's
+    state is reset between calls (see :func:`tagging_rows`) without the reset's cost
+    entering the measure.
     """
-    started = time.perf_counter()
-    fn()
-    first = time.perf_counter() - started
+    def once() -> float:
+        if prepare is not None:
+            prepare()
+        started = time.perf_counter()
+        fn()
+        return time.perf_counter() - started
+
+    first = once()
     loops = 1 if first >= min_seconds else min(MAX_LOOPS, math.ceil(min_seconds / max(first, 1e-6)))
     times = []
     for _ in range(repeats):
+        if prepare is not None:
+            times.append(sum(once() for _ in range(loops)) / loops)
+            continue
         started = time.perf_counter()
         for _ in range(loops):
             fn()
@@ -57,6 +105,11 @@ def timing_row(times: list[float], loops: int, n_sequences: int, tokens: int) ->
             "tokens_per_s": tokens / seconds, "repeats_s": times}
 
 
+def no_state() -> None:
+    """The fresh state of a system that keeps nothing across calls (DeLFT: it reads its LMDB
+    store for every token of every call): nothing to reset, but the same clock is used."""
+
+
 def tagging_rows(
     tag: Callable[[Sequence, int], object],
     sequences: Sequence,
@@ -65,33 +118,37 @@ def tagging_rows(
     small_limit: int,
     repeats: int,
     min_seconds: float,
-    forget: Callable[[], object] | None = None,
+    fresh: Callable[[], object] = no_state,
+    seen_rows: bool = True,
 ) -> dict:
     """Tokens/s of ``tag(sequences, batch_size)`` per batch size, and of one call per sequence.
 
     Batch sizes below 8 and the stream of one-sequence calls use the first ``small_limit``
     sequences only, so that a slow peer cannot make the suite overrun its time budget.
-    ``forget`` (a system's caches across calls) runs before every timed pass, so that no pass
-    profits from having seen the same tokens in the one before; with it, ``stream_seen`` is the
-    stream once more without forgetting: a server that has met these tokens before.
+
+    ``fresh`` gives the system a state that has met no token yet (every cross-call memory of
+    tokens emptied: word vectors gathered, character ids, character-encoder outputs); it runs
+    before every timed pass, outside the clock (:func:`repeat_seconds`), so these rows
+    measure new tokens. Within a pass of the stream, a token met by an earlier call of the
+    same pass is known, as in a server that starts from nothing. ``seen_rows`` adds
+    ``stream_seen``: the stream again, its tokens all met before (no reset): a server that
+    has seen these tokens.
     """
     rows = {}
     n_small = min(small_limit, len(sequences))
     small = sequences[:n_small]
-    start = forget or (lambda: None)
     for batch_size in batch_sizes:
         data, n = (small, n_small) if batch_size < 8 else (sequences, len(sequences))
         tokens = sum(lengths[:n])
-        rows[f"batch{batch_size}"] = timing_row(*repeat_seconds(lambda: (start(), tag(data, batch_size)), repeats,
-                                                                min_seconds), n, tokens)
+        rows[f"batch{batch_size}"] = timing_row(*repeat_seconds(lambda: tag(data, batch_size), repeats, min_seconds,
+                                                                prepare=fresh), n, tokens)
 
-    def stream(begin: Callable[[], object]) -> None:
-        begin()
+    def stream() -> None:
         for sequence in small:
             tag([sequence], 1)
 
     tokens = sum(lengths[:n_small])
-    names = [("stream", start)] + ([("stream_seen", lambda: None)] if forget is not None else [])
-    for name, begin in names:
-        rows[name] = timing_row(*repeat_seconds(lambda: stream(begin), repeats, min_seconds), n_small, tokens)
+    rows["stream"] = timing_row(*repeat_seconds(stream, repeats, min_seconds, prepare=fresh), n_small, tokens)
+    if seen_rows:
+        rows["stream_seen"] = timing_row(*repeat_seconds(stream, repeats, min_seconds), n_small, tokens)
     return rows

@@ -101,9 +101,10 @@ def operator_calls(work: Callable[[], None]) -> int:
     return sum(event.count for event in profiler.key_averages())
 
 
-TAGGING_KEYS = {label: key for key, label in bench_table.TAGGING}
+TAGGING_KEYS = {label: key for key, label in [*bench_table.FIRST_METHOD_LABELS.items(), *bench_table.TAGGING]}
 """The suite's tagging rows (textorch's default set-up) by label, to their keys: ``batch32``,
-``stream`` (one-sequence calls, new tokens), ``stream_seen`` (tokens seen before), ..."""
+``stream`` (one-sequence calls, new tokens), ``stream_seen`` (tokens seen before), ...; the
+labels of results files of the first method too."""
 
 
 def read_suite(path: Path, job_key: str) -> tuple[dict[str, float], dict]:

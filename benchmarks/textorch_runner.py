@@ -6,7 +6,7 @@ peak memory and cold-start times belong to that command alone. Prints one line
 
 Commands:
     warm     build textorch's LMDB cache of the word vectors and Numba's of the CRF kernel (outside any timing)
-    train    ``train_tagger`` on given train/valid/test files, fixed epochs
+    train    build and fit a ``SequenceLabeler`` on given train/valid/test files (fixed epochs, or --preset)
     tag      load a model, then time ``SequenceLabeler.predict`` on sequences held in memory
     load     cold start: import textorch and load a model in a fresh process
 """
@@ -26,13 +26,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from runner_common import emit as _emit, peak_rss_mb, tagging_rows  # noqa: E402
+from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
-from textorch.runtime.malloc_tuning import keep_freed_memory  # noqa: E402
 from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
-from textorch.tagging.training import train_tagger  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 
@@ -93,28 +91,94 @@ def cmd_supports(args: argparse.Namespace) -> None:
     emit({"architecture": args.architecture, "unsupported": supports(args.architecture)})
 
 
-def cmd_train(args: argparse.Namespace) -> None:
+def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, DataConfig]:
+    """The three configs of a training run: the benchmark's fixed settings, or with
+    ``--preset`` those ``textorch grobid`` / ``textorch ner`` choose (DeLFT's application
+    defaults, patience 5, early stopping on)."""
     model_config, data_config = _configs(args)
-    train_config = TrainConfig(seed=args.seed, max_epoch=args.epochs, batch_size=args.batch_size,
-                               early_stop=True, patience=args.patience, precision=args.precision)
-    outcome = train_tagger(args.train, args.output, model_config, train_config, data_config,
-                           valid_path=args.valid, test_path=args.test, cache_dir=args.cache_dir)
-    result = outcome.labeler.training_result
-    epochs = len(result.history)
-    epoch_s = sum(r.seconds for r in result.history)
-    tokens = round(sum(r.tokens_per_s * r.seconds for r in result.history) / max(epochs, 1))
+    if args.preset is None:
+        if None in (args.epochs, args.patience, args.batch_size):
+            raise SystemExit("train: give --epochs, --patience and --batch-size, or --preset")
+        return model_config, TrainConfig(seed=args.seed, max_epoch=args.epochs, batch_size=args.batch_size,
+                                         early_stop=True, patience=args.patience, precision=args.precision), data_config
+    from textorch.tagging import presets
+
+    app, _, model = args.preset.partition(":")
+    defaults = presets.ner_defaults(args.architecture) if app == "ner" else presets.grobid_defaults(model, args.architecture)
+    train_config = TrainConfig(seed=args.seed, max_epoch=defaults.max_epoch, batch_size=defaults.batch_size,
+                               max_sequence_length=defaults.max_sequence_length, early_stop=defaults.early_stop,
+                               precision=args.precision)
+    data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
+    return presets.with_model_defaults(defaults, model_config), train_config, data_config
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    """Train, timed at the boundaries delft_runner.py uses (see benchmarks/README.md, Method).
+
+    The data is read (and validated) before any clock starts, as DeLFT's runner reads its
+    files before ``Sequence``. ``whole_s`` is then everything until the best epoch's weights
+    are back in the model: opening the embeddings, vocabularies and network, encoding (the
+    gathering of word vectors), the optimizer, every epoch with its validation.
+    ``epoch_s`` is each epoch's loop over its training batches alone (the trainer's own
+    per-epoch clock), validation left out. Scoring the test set and saving come after both.
+    """
+    from textorch.data.validated import read_validated
+    from textorch.embeddings import open_embeddings
+
+    model_config, train_config, data_config = _train_settings(args)
+    train, valid, test = read_validated(args.train, args.valid, args.test, args.format,
+                                        train_config.max_sequence_length)
+    started = time.perf_counter()
+    embeddings = open_embeddings(data_config.embeddings, cache_dir=args.cache_dir) \
+        if data_config.embeddings != "none" else None
+    labeler = SequenceLabeler.build(train, model_config, data_config, embeddings, seed=train_config.seed)
+    result = labeler.fit(train, valid, train_config)
+    whole_s = time.perf_counter() - started
+    predictions = labeler.predict(test.sequences, batch_size=64, with_scores=False)
+    write_predictions(args.predictions, [s.labels for s in test.sequences], [p.labels for p in predictions])
+    f1 = float(labeler.evaluate(test)["f1"])
+    if args.output:
+        labeler.save(args.output)
+    epoch_s = [r.seconds for r in result.history]
     emit({
-        "system": "textorch", "precision": args.precision, "task": args.task, "architecture": args.architecture, "seed": args.seed,
-        "epochs": epochs, "n_train_sequences": outcome.splits.get("train"), "n_train_tokens": tokens,
-        "fit_s": result.train_seconds, "valid_s": result.train_seconds - epoch_s,
-        "train_tokens_per_s": tokens * epochs / max(epoch_s, 1e-9),
-        "fit_tokens_per_s": tokens * epochs / result.train_seconds,
-        "f1": float(outcome.test_scores["f1"]), "model_dir": args.output,
+        "system": "textorch", "precision": args.precision, "task": args.task, "architecture": args.architecture,
+        "seed": args.seed, "preset": args.preset, "max_epoch": train_config.max_epoch,
+        "batch_size": train_config.batch_size, "patience": train_config.patience, "best_epoch": result.best_epoch,
+        **training_speeds([len(s) for s in train.sequences], epoch_s, whole_s),
+        "f1": f1, "model_dir": args.output,
     })
 
 
 def _load(model_dir: str, cache_dir: str | None) -> SequenceLabeler:
     return SequenceLabeler.load(model_dir, cache_dir=cache_dir)
+
+
+def fresh_token_state(labeler: SequenceLabeler, cache_dir: str | None) -> None:
+    """Give ``labeler`` the memory of tokens of a model loaded a moment ago: none.
+
+    A loaded labeler remembers the tokens of earlier calls in four places: the word table
+    (vectors gathered from the LMDB store), the embeddings' in-process memo, the encoder's
+    character ids and casing per token string, and the character-encoder outputs per token
+    (``token_vector_cache``). DeLFT keeps none of these: it reads its store for every token
+    of every call. Each is replaced here by a new, empty one built with public constructors
+    (the library has no call that empties them all), so that a "new tokens" pass pays every
+    per-token cost, while what belongs to the model object (weights laid out for the CPU
+    kernels, the one-sequence path found for it, the compiled CRF) stays warm, as it does
+    in a server. The embeddings are reopened before the old handle is closed: the LMDB
+    environment stays mapped, as DeLFT's does.
+    """
+    from textorch.data.encoding import SequenceEncoder
+    from textorch.data.word_table import WordTable
+    from textorch.embeddings import open_embeddings
+    from textorch.models.token_vector_cache import TokenVectorCache
+
+    labeler.encoder = SequenceEncoder.from_json(labeler.encoder.to_json())
+    labeler.token_vector_cache = TokenVectorCache()
+    old = labeler.embeddings
+    if old is not None:
+        labeler.embeddings = open_embeddings(str(old.path), cache_dir=cache_dir)
+        labeler.word_table = WordTable(labeler.embeddings)
+        old.close()
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
@@ -139,7 +203,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
     with_scores = not args.labels_only
     rows = tagging_rows(lambda data, b: labeler.predict(data, batch_size=b, with_scores=with_scores), sequences, lengths,
                         args.batch_sizes, args.small_limit, args.repeats, args.min_seconds,
-                        forget=labeler.token_vector_cache.clear)
+                        fresh=lambda: fresh_token_state(labeler, args.cache_dir))
     # Entity F1 of these very predictions on the (labelled) input, after the timing: what a
     # precision or an engine changes in the answers.
     f1 = float(labeler.evaluate(args.input)["f1"]) if args.f1 else None
@@ -177,11 +241,14 @@ def main() -> None:
     p.add_argument("--architecture", default="BidLSTM_CRF")
     p.add_argument("--transformer", default=None)
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--epochs", type=int, required=True)
-    p.add_argument("--patience", type=int, required=True)
-    p.add_argument("--batch-size", type=int, required=True)
+    p.add_argument("--epochs", type=int, help="fixed settings (all three, or --preset)")
+    p.add_argument("--patience", type=int)
+    p.add_argument("--batch-size", type=int)
     p.add_argument("--output", default=None, help="model directory to write")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="training precision (autocast)")
+    p.add_argument("--preset", default=None, metavar="grobid:MODEL|ner",
+                   help="textorch's application defaults instead of --epochs/--patience/--batch-size")
+    p.add_argument("--predictions", default=None, help="write the test set's gold and predicted labels here (JSON)")
     p.set_defaults(run=cmd_train)
 
     p = commands.add_parser("tag")
@@ -206,8 +273,8 @@ def main() -> None:
     p.set_defaults(run=cmd_load)
 
     args = parser.parse_args()
-    # Each command stands for the `textorch` command line, which sets glibc's allocator this way.
-    keep_freed_memory()
+    # glibc's allocator is set by bench_vs_delft.py for both systems' processes alike (the
+    # environment it starts them with): nothing is tuned here.
     if args.threads:
         torch.set_num_threads(args.threads)
     args.run(args)

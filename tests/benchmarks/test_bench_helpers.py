@@ -73,16 +73,16 @@ def test_table_ratios_targets_and_f1_difference():
                 "delft": {"tagging": {"batch32": {"tokens_per_s": 10000}}, "peak_rss_mb": 400,
                           "cold": [{"import_s": 6.0, "load_s": 0.1}]}}]
     rows = {r["metric"]: r for r in bench_table.build_rows([job], runs, tagging)}
-    train = rows["train tok/s (epochs only)"]
+    train = rows["train tok/s, epochs only (training batches)"]
     assert train["textorch"] == 10500 and train["ratio"] == pytest.approx(3.5) and train["met"] is True
     f1 = next(r for name, r in rows.items() if name.startswith("test F1"))
     assert f1["diff_points"] == pytest.approx(0.0) and f1["met"] is True
-    batch32 = rows["tag tok/s, batch 32"]
+    batch32 = rows["tag tok/s, batch 32, new tokens"]
     assert batch32["ratio"] == pytest.approx(4.0) and batch32["met"] is False  # target is 5x
     assert rows["peak RSS while tagging (MB)"]["met"] is True
     cold = rows["cold start: import + model load (s)"]
     assert cold["textorch"] == pytest.approx(3.0) and cold["delft"] == pytest.approx(6.1)
-    assert rows["tag tok/s, batch 256"]["ratio"] is None  # missing data is shown, not invented
+    assert rows["tag tok/s, batch 256, new tokens"]["ratio"] is None  # missing data is shown, not invented
 
 
 def test_training_ratio_pairs_each_seed_s_runs_when_both_systems_trained_the_same_seeds():
@@ -90,11 +90,11 @@ def test_training_ratio_pairs_each_seed_s_runs_when_both_systems_trained_the_sam
     ours, peer = (9000, 12000, 6000), (3000, 3000, 1000)
     runs = [{**_run("textorch", 0.8, t), "seed": seed} for seed, t in zip((1, 2, 3), ours)]
     runs += [{**_run("delft", 0.8, d), "seed": seed} for seed, d in zip((1, 2, 3), peer)]
-    train = {r["metric"]: r for r in bench_table.build_rows([job], runs, [])}["train tok/s (epochs only)"]
+    train = {r["metric"]: r for r in bench_table.build_rows([job], runs, [])}["train tok/s, epochs only (training batches)"]
     # Seed by seed 3x, 4x, 6x: the median 4x, where the medians' ratio would say 9000 / 3000.
     assert train["ratio_rounds"] == pytest.approx([3.0, 4.0, 6.0]) and train["ratio"] == pytest.approx(4.0)
     assert train["textorch"] == 9000 and train["delft"] == 3000
-    unpaired = {r["metric"]: r for r in bench_table.build_rows([job], runs[:3] + runs[4:], [])}["train tok/s (epochs only)"]
+    unpaired = {r["metric"]: r for r in bench_table.build_rows([job], runs[:3] + runs[4:], [])}["train tok/s, epochs only (training batches)"]
     assert "ratio_rounds" not in unpaired and unpaired["ratio"] == pytest.approx(9000 / 2000)  # seed 1 missing for DeLFT
 
 
@@ -103,8 +103,8 @@ def test_bf16_training_runs_get_their_own_rows():
     runs = [_run("textorch", 0.80, 9000), _run("delft", 0.79, 3000), _run("textorch_bf16", 0.78, 10000),
             _run("textorch_bf16", 0.80, 9800)]
     rows = {r["metric"]: r for r in bench_table.build_rows([job], runs, [])}
-    assert rows["train tok/s (epochs only)"]["textorch"] == 9000  # the bf16 runs stay out of the fp32 rows
-    bf16 = rows["train tok/s (epochs only), bf16 training"]
+    assert rows["train tok/s, epochs only (training batches)"]["textorch"] == 9000  # the bf16 runs stay out of the fp32 rows
+    bf16 = rows["train tok/s, epochs only (training batches), bf16 training"]
     assert bf16["textorch"] == pytest.approx(9900) and bf16["ratio"] == pytest.approx(3.3) and bf16["met"] is True
     f1 = rows["test F1, mean of 1 seed(s), bf16 training"]
     assert f1["textorch"] == pytest.approx(0.79) and f1["diff_points"] == pytest.approx(0.0)
@@ -121,7 +121,7 @@ def test_seen_tokens_stream_is_compared_with_the_peers_only_stream():
     seen = rows["tag tok/s, one-sequence calls, tokens seen before"]
     assert seen["delft"] == 1000 and seen["ratio"] == pytest.approx(3.0)
     assert seen["target"] is None  # the issue's target is for the stream as it comes
-    assert rows["tag tok/s, one-sequence calls"]["met"] is False
+    assert rows["tag tok/s, one-sequence calls, new tokens"]["met"] is False
     assert not any("seen before (ONNX" in name for name in rows)
 
 
@@ -133,7 +133,7 @@ def test_bf16_rows_and_the_f1_change_they_come_with():
                                   "f1": 0.9690},
                 "delft": {"tagging": {"batch32": {"tokens_per_s": 1000}}}}]
     rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
-    bf16 = rows["tag tok/s, batch 32 (bf16)"]
+    bf16 = rows["tag tok/s, batch 32, new tokens (bf16)"]
     assert bf16["ratio"] == pytest.approx(2.6) and bf16["met"] is False and bf16["target"] == ">= 5x"
     change = rows["test F1 tagged in bf16 (fp32: 97.12), change"]
     assert change["diff_points"] == pytest.approx(-0.22) and change["delft"] is None and change["met"] is None
@@ -142,19 +142,39 @@ def test_bf16_rows_and_the_f1_change_they_come_with():
     assert not any("bf16 (fp32" in r["metric"] for r in bench_table.build_rows([job], [], tagging))
 
 
-def test_tagging_rows_forget_before_every_timed_pass_but_not_for_the_seen_stream():
+def test_tagging_rows_start_every_new_tokens_pass_fresh_but_not_the_seen_stream():
     events = []
     tag = lambda data, batch_size: events.append(("tag", len(data), batch_size))  # noqa: E731
     rows = runner_common.tagging_rows(tag, ["a b", "c", "d e f"], [2, 1, 3], [32], small_limit=2, repeats=2,
-                                      min_seconds=0.0, forget=lambda: events.append(("forget",)))
+                                      min_seconds=0.0, fresh=lambda: events.append(("fresh",)))
     assert set(rows) == {"batch32", "stream", "stream_seen"}
     assert rows["stream"]["n_tokens"] == 3 and rows["batch32"]["n_tokens"] == 6
     assert all(len(row["repeats_s"]) == 2 for row in rows.values())
-    batch_part = events[: 2 * 3]  # warm-up + 2 repeats, each forgetting first
-    assert batch_part == [("forget",), ("tag", 3, 32)] * 3
+    batch_part = events[: 2 * 3]  # warm-up + 2 repeats, each from a fresh state
+    assert batch_part == [("fresh",), ("tag", 3, 32)] * 3
     stream_part = events[6:15]
-    assert stream_part == [("forget",), ("tag", 1, 1), ("tag", 1, 1)] * 3
-    assert ("forget",) not in events[15:] and len(events[15:]) == 2 * 3
+    assert stream_part == [("fresh",), ("tag", 1, 1), ("tag", 1, 1)] * 3
+    assert ("fresh",) not in events[15:] and len(events[15:]) == 2 * 3
+    peer = runner_common.tagging_rows(tag, ["a b"], [2], [32], small_limit=1, repeats=1, min_seconds=0.0,
+                                      seen_rows=False)
+    assert set(peer) == {"batch32", "stream"}  # DeLFT: no memory of tokens, no seen row
+
+
+def test_building_the_fresh_state_is_outside_the_clock_and_every_looped_call_gets_one(monkeypatch):
+    clock = {"now": 0.0}
+    monkeypatch.setattr(runner_common.time, "perf_counter", lambda: clock["now"])
+    prepared = []
+
+    def call() -> None:  # one second of work on the fake clock
+        clock["now"] += 1.0
+
+    def fresh() -> None:  # a hundred seconds of rebuilding state
+        prepared.append(1)
+        clock["now"] += 100.0
+
+    times, loops = runner_common.repeat_seconds(call, repeats=2, min_seconds=2.5, prepare=fresh)
+    assert loops == 3 and len(prepared) == 1 + 2 * loops  # the warm-up's, then one per timed call
+    assert times == [1.0, 1.0]  # none of the rebuilding is timed
 
 
 class _FakeCounter:
@@ -215,12 +235,12 @@ def test_labels_only_rows_compare_the_same_output_as_the_peer():
                                                 "stream_seen": {"tokens_per_s": 1200}}},
                 "delft": {"tagging": {"batch32": {"tokens_per_s": 1000}, "stream": {"tokens_per_s": 300}}}}]
     rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
-    assert rows["tag tok/s, batch 32"]["ratio"] == pytest.approx(3.0)  # the default rows are unchanged
-    labels = rows["tag tok/s, batch 32, labels only (DeLFT's output)"]
+    assert rows["tag tok/s, batch 32, new tokens"]["ratio"] == pytest.approx(3.0)  # the default rows are unchanged
+    labels = rows["tag tok/s, batch 32, new tokens, labels only (DeLFT's output)"]
     assert labels["ratio"] == pytest.approx(5.5) and labels["met"] is True and labels["target"] == ">= 5x"
-    stream = rows["tag tok/s, one-sequence calls, labels only (DeLFT's output)"]
+    stream = rows["tag tok/s, one-sequence calls, new tokens, labels only (DeLFT's output)"]
     assert stream["ratio"] == pytest.approx(3.0) and stream["met"] is True
-    assert "tag tok/s, batch 256, labels only (DeLFT's output)" not in rows  # not measured: no row
+    assert "tag tok/s, batch 256, new tokens, labels only (DeLFT's output)" not in rows  # not measured: no row
 
 
 def test_int8_rows_come_with_their_f1_change():
@@ -230,7 +250,7 @@ def test_int8_rows_come_with_their_f1_change():
                 "textorch_onnx_int8": {"tagging": {"batch32": {"tokens_per_s": 1700}}, "f1": 0.9000},
                 "delft": {"tagging": {"batch32": {"tokens_per_s": 750}}}}]
     rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
-    int8 = rows["tag tok/s, batch 32 (ONNX engine, int8)"]
+    int8 = rows["tag tok/s, batch 32, new tokens (ONNX engine, int8)"]
     assert int8["ratio"] == pytest.approx(1700 / 750) and int8["target"] == ">= 2x" and int8["met"] is True
     change = rows["test F1 tagged in int8 (ONNX) (fp32: 90.48), change"]
     assert change["diff_points"] == pytest.approx(-0.48) and change["delft"] is None
@@ -250,20 +270,24 @@ def _seed1_models(work: Path) -> None:
         path.mkdir(parents=True)
 
 
+class _RecordingRunner:
+    """Stands for bench_vs_delft.Runner: records each runner process asked for (system,
+    options) and answers with ``answer(system, options)`` as (payload, wall seconds)."""
+
+    def __init__(self, work: Path, answer) -> None:
+        self.work = work
+        self.answer = answer
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def runner(self, system, name, args):
+        self.calls.append((system, args))
+        return self.answer(system, args)
+
+
 def test_every_tagging_set_up_runs_the_same_model_and_test_file(tmp_path):
-    class FakeRunner:
-        work = tmp_path
-
-        def __init__(self) -> None:
-            self.calls: list[tuple[str, list[str]]] = []
-
-        def runner(self, system, name, args):
-            self.calls.append((system, args))
-            return {"tagging": {"batch32": {"tokens_per_s": 1.0}}}, 0.0
-
     job = {"key": "date-BidLSTM_CRF"}
     _seed1_models(tmp_path)
-    r = FakeRunner()
+    r = _RecordingRunner(tmp_path, lambda system, args: ({"tagging": {"batch32": {"tokens_per_s": 1.0}}}, 0.0))
     settings = {"repeats": 3, "small_limit": 100, "bf16": False, "process_repeats": 0}
     out = bench_vs_delft.measure_tagging(r, job, _TestFiles(), settings)
     assert [system for system, _ in r.calls] == ["delft", "textorch", "textorch", "textorch", "textorch", "textorch"]
@@ -336,13 +360,13 @@ def test_compared_set_ups_run_in_rounds_of_fresh_processes_in_turn(tmp_path):
     assert len(delft["repeats_s"]) == 3 and out["delft"]["peak_rss_mb"] == 100.0 and out["delft"]["rounds"] == 3
     assert ours["tokens_per_s"] == 400.0
     rows = {row["metric"]: row for row in bench_table.build_rows([job], [], [out])}
-    paired = rows["tag tok/s, batch 32"]
+    paired = rows["tag tok/s, batch 32, new tokens"]
     # Round by round 6x, 4x, 5x: the median 5x, where the medians' ratio would say 400 / 80.
     assert paired["ratio_rounds"] == pytest.approx([6.0, 4.0, 5.0]) and paired["ratio"] == pytest.approx(5.0)
     assert paired["met"] is True
-    labels = rows["tag tok/s, batch 32, labels only (DeLFT's output)"]
+    labels = rows["tag tok/s, batch 32, new tokens, labels only (DeLFT's output)"]
     assert labels["ratio"] == pytest.approx(statistics.median([7.0, 6.0, 5.25]))
-    once = rows["tag tok/s, batch 32 (ONNX engine)"]  # timed once: against DeLFT's median
+    once = rows["tag tok/s, batch 32, new tokens (ONNX engine)"]  # timed once: against DeLFT's median
     assert "ratio_rounds" not in once and once["ratio"] == pytest.approx(1.0 / 80.0)
 
 
@@ -368,7 +392,7 @@ def test_a_failed_round_leaves_that_set_up_unpaired_and_every_other_round_kept(t
     delft = out["delft"]["tagging"]["batch32"]
     assert delft["rounds_tokens_per_s"] == [100.0, 300.0] and out["delft"]["rounds"] == 2
     assert "model_dir_mb" in out["delft"] and "model_dir_mb" in out["textorch"]
-    row = {r["metric"]: r for r in bench_table.build_rows([job], [], [out])}["tag tok/s, batch 32"]
+    row = {r["metric"]: r for r in bench_table.build_rows([job], [], [out])}["tag tok/s, batch 32, new tokens"]
     # Two DeLFT rounds against three of textorch's: no pairs, the medians' ratio (600 / 200).
     assert "ratio_rounds" not in row and row["ratio"] == pytest.approx(3.0)
 
@@ -457,3 +481,141 @@ def test_tagging_outputs_compare_counts_label_and_score_differences() -> None:
     row, = tagging_outputs.compare(before, after)
     assert (row["sequences"], row["tokens"], row["label_differences"], row["score_differences"]) == (2, 3, 1, 1)
     assert not row["identical"]
+
+
+class _SplitFiles:
+    """One seed's train/valid/test files of a GROBID job (bench_data.TaskFiles' shape)."""
+
+    format = "grobid"
+    delft = textorch = {"train": "train.txt", "valid": "valid.txt", "test": "test.txt"}
+
+
+def _training_runner(tmp_path: Path, gold: list[list[str]], preds: dict[str, list[list[str]]]) -> _RecordingRunner:
+    """A runner whose ``train`` processes write the given predictions where they are told to."""
+
+    def train(system: str, args: list[str]) -> tuple[dict, float]:
+        label = "textorch_bf16" if "bf16" in args else system
+        path = Path(args[args.index("--predictions") + 1])
+        path.write_text(__import__("json").dumps({"gold": gold, "pred": preds[label]}))
+        seed = int(args[args.index("--seed") + 1])
+        return {"f1": 0.5, "epochs": 3, "train_tokens_per_s": 10.0, "whole_tokens_per_s": 5.0, "seed": seed,
+                "whole_s": 2.0}, 1.0
+
+    return _RecordingRunner(tmp_path, train)
+
+
+def test_training_order_alternates_with_the_seed_and_every_run_is_scored_by_one_scorer(tmp_path):
+    gold = [["B-PER", "I-PER", "O"], ["B-LOC", "O", "O"]]
+    preds = {"delft": [["B-PER", "I-PER", "O"], ["O", "O", "O"]], "textorch": gold, "textorch_bf16": gold}
+    r = _training_runner(tmp_path, gold, preds)
+    job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF", "epochs": 4, "setting": "fixed epochs"}
+    files = {("date", seed): _SplitFiles() for seed in (1, 2, 3)}
+    runs = bench_vs_delft.train_all(r, [job], files, [1, 2, 3], Path("vectors.txt"), bf16_tasks=("date",))
+    order = [("bf16" in args and "textorch_bf16") or system for system, args in r.calls]
+    assert order == ["delft", "textorch", "textorch_bf16", "textorch", "delft", "textorch_bf16",
+                     "delft", "textorch", "textorch_bf16"]
+    assert [bench_vs_delft.first_system(seed) for seed in (1, 2, 3)] == ["delft", "textorch", "delft"]
+    for system, args in r.calls:  # the same fixed settings for both systems
+        assert args[args.index("--epochs") + 1] == "4" and args[args.index("--patience") + 1] == "5"
+    delft, ours = runs[0], runs[1]
+    assert delft["system"] == "delft" and delft["test_counts"] == [[1, 0, 0], [0, 0, 1]]
+    assert ours["test_counts"] == [[1, 0, 0], [1, 0, 0]] and ours["gold_digest"] == delft["gold_digest"]
+    assert delft["f1_counts"] == pytest.approx(2 / 3)
+    rows = {row["metric"]: row for row in bench_table.build_rows([job], runs, [])}
+    f1 = rows["test F1, 3 seed(s) pooled"]
+    assert f1["diff_points"] == pytest.approx(100 * (1 - 2 / 3)) and f1["seeds"] == [1, 2, 3]
+    low, high = f1["ci95_points"]
+    assert low <= f1["diff_points"] <= high and f1["within_noise"] is (low <= 0 <= high)
+    assert "test F1, 3 seed(s) pooled, bf16 training" in rows
+    comparisons = bench_vs_delft.f1_comparisons(bench_table.build_rows([job], runs, []))
+    assert [(c["job"], c["setting"]) for c in comparisons] == [("date-BidLSTM_CRF", "fixed epochs"),
+                                                               ("date-BidLSTM_CRF", "fixed epochs, bf16 training")]
+    assert comparisons[0]["f1_diff_ci95"] == [low, high]
+
+
+def test_f1_is_not_paired_when_the_two_systems_were_scored_on_different_sequences():
+    job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
+    runs = [{"system": "textorch", "key": job["key"], "seed": 1, "f1": 0.9, "test_counts": [[1, 0, 0]], "gold_digest": "a"},
+            {"system": "delft", "key": job["key"], "seed": 1, "f1": 0.8, "test_counts": [[1, 0, 0]], "gold_digest": "b"}]
+    row = next(r for r in bench_table.build_rows([job], runs, []) if r["metric"].startswith("test F1"))
+    assert "not paired" in row["metric"] and "ci95_points" not in row
+    assert row["diff_points"] == pytest.approx(10.0)
+
+
+def test_early_stopping_jobs_train_each_system_at_its_own_defaults():
+    jobs = bench_vs_delft.early_stopping_jobs(bench_vs_delft.EARLY_STOPPING_TASKS)
+    assert {job["task"] for job in jobs} == {"date", "name-citation", "name-header", "affiliation-address", "conll"}
+    conll = next(job for job in jobs if job["task"] == "conll")
+    delft, ours = bench_vs_delft._training_options(conll, seed=2)
+    assert delft[-2:] == ["--defaults", "ner"] and ours[-2:] == ["--preset", "ner"]
+    assert "--epochs" not in delft + ours and "--patience" not in delft + ours
+    date = next(job for job in jobs if job["task"] == "date")
+    assert bench_vs_delft._training_options(date, 1)[1][-1] == "grobid:date"
+    assert set(bench_data.GROBID_FILES) >= {"date", "name-citation", "name-header", "affiliation-address"}
+
+
+def test_early_stopping_rows_give_epochs_run_and_no_tagging_rows():
+    job = bench_vs_delft.early_stopping_jobs(["date"])[0]
+    runs = [{"system": s, "key": job["key"], "seed": 1, "f1": 0.9, "epochs": e, "whole_s": w,
+             "train_tokens_per_s": 1.0, "whole_tokens_per_s": 1.0} for s, e, w in (("textorch", 12, 30.0), ("delft", 20, 90.0))]
+    rows = {row["metric"]: row for row in bench_table.build_rows([job], runs, [])}
+    assert rows["epochs run, mean over seeds"]["textorch"] == 12 and rows["epochs run, mean over seeds"]["delft"] == 20
+    assert rows["whole training call (s)"]["ratio"] == pytest.approx(1 / 3)
+    assert not any(name.startswith("tag") or "RSS" in name for name in rows)
+
+
+def test_both_systems_processes_run_under_the_same_allocator_settings(tmp_path, monkeypatch):
+    from textorch.runtime.malloc_tuning import MMAP_THRESHOLD, TRIM_THRESHOLD, keep_freed_memory
+
+    env = bench_vs_delft.allocator_env()
+    assert env == {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD), "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)}
+    r = bench_vs_delft.Runner(tmp_path, Path(sys.executable))
+    show = "import json, os; print('BENCH_JSON ' + json.dumps({k: os.environ.get(k) for k in %r}))" % list(env)
+    for system in ("delft", "textorch"):  # both start through Runner.run, with its environment
+        payload, _ = r.run(f"env-{system}", [sys.executable, "-c", show])
+        assert payload == env
+    # textorch's own tuning, seeing glibc's variables set, leaves them be: one setting for both.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert keep_freed_memory() is False
+
+
+def test_training_measures_share_one_definition_and_short_predictions_are_completed(tmp_path):
+    speeds = runner_common.training_speeds([3, 5], [1.0, 3.0], 8.0)
+    assert speeds["n_train_tokens"] == 8 and speeds["epochs"] == 2 and speeds["epochs_s"] == 4.0
+    assert speeds["train_tokens_per_s"] == pytest.approx(4.0) and speeds["whole_tokens_per_s"] == pytest.approx(2.0)
+    path = tmp_path / "p.json"
+    runner_common.write_predictions(str(path), [["B-X", "O", "O"]], [["B-X"]])
+    assert __import__("json").loads(path.read_text())["pred"] == [["B-X", "O", "O"]]
+    with pytest.raises(ValueError, match="1 gold sequences but 0 predicted"):
+        runner_common.write_predictions(str(path), [["O"]], [])
+    runner_common.write_predictions(None, [["O"]], [])  # no file asked for: nothing written, nothing checked
+
+
+def test_a_fresh_token_state_forgets_every_token_and_tags_the_same(tmp_path):
+    import textorch_runner
+    from textorch.data.readers import read_grobid
+    from textorch.embeddings import open_embeddings
+    from textorch.tagging.config import DataConfig, ModelConfig
+    from textorch.tagging.labeler import SequenceLabeler
+
+    corpus = read_grobid(write_tiny_grobid(tmp_path / "tiny.train", n=12))
+    words = sorted({t for s in corpus.sequences for t in s.tokens})
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("".join(f"{w} " + " ".join(f"{(i * 7 + k) % 5 / 10:.1f}" for k in range(4)) + "\n"
+                               for i, w in enumerate(words)))
+    cache = str(tmp_path / "cache")
+    embeddings = open_embeddings(str(vectors), cache_dir=cache)
+    labeler = SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF"), DataConfig(embeddings=str(vectors)),
+                                    embeddings, seed=1)
+    labeler.model.eval()
+    before = [p.labels for p in labeler.predict(corpus.sequences[:4], batch_size=2)]
+    for sequence in corpus.sequences[4:8]:
+        labeler.predict([sequence], batch_size=1)
+    memories = lambda: (len(labeler.word_table), len(labeler.embeddings._memo), len(labeler.encoder._shapes),  # noqa: E731
+                        len(labeler.token_vector_cache))
+    assert all(size > 1 for size in memories())
+    old = labeler.embeddings
+    textorch_runner.fresh_token_state(labeler, cache)
+    assert memories() == (1, 0, 0, 0) and labeler.embeddings is not old  # the padding row alone
+    assert [p.labels for p in labeler.predict(corpus.sequences[:4], batch_size=2)] == before
