@@ -4,15 +4,14 @@ server answers too, see :mod:`textorch.serve.classify`)."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from textorch import __version__
 from textorch.classification.classifier import ClsDataConfig, ClsPrediction, TextClassifier
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
+from textorch.data.writers import answer_header
 from textorch.errors import ConfigError
 from textorch.train.dist import DistContext
 
@@ -58,11 +57,7 @@ def classification_document(model_name: str, classifier: TextClassifier, corpus:
                             predictions: list[ClsPrediction], runtime_s: float) -> dict:
     """JSON answer of ``cls classify``: per text, its line, the class scores and the predicted class(es)."""
     return {
-        "software": "textorch",
-        "version": __version__,
-        "model": model_name,
-        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "runtime": round(runtime_s, 3),
+        **answer_header(model_name, runtime_s),
         "classes": classifier.classes,
         "multi_label": classifier.multi_label,
         "classifications": [

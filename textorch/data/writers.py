@@ -7,7 +7,10 @@ convention so that GROBID can read it as if its CRF had produced it.
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import TextIO
+
+from textorch import __version__
 
 from textorch.data.corpus import Corpus
 from textorch.data.tags import iob2_to_grobid
@@ -58,3 +61,14 @@ def write_grobid(corpus: Corpus, predicted: list[list[str]], out: TextIO) -> Non
         ]
         out.write("".join(lines))
         out.write("\n")
+
+
+def answer_header(model_name: str, runtime_s: float) -> dict:
+    """The fields every JSON answer starts with (DeLFT's layout), for both tasks."""
+    return {
+        "software": "textorch",
+        "version": __version__,
+        "model": model_name,
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "runtime": round(runtime_s, 3),
+    }

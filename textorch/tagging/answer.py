@@ -6,10 +6,9 @@ entity), where DeLFT's was inclusive.
 
 from __future__ import annotations
 
-import datetime as _dt
 
-from textorch import __version__
 from textorch.data.corpus import TokenSequence
+from textorch.data.writers import answer_header
 from textorch.eval.metrics import extract_entities
 from textorch.tagging.labeler import Prediction
 
@@ -44,11 +43,7 @@ def tagging_document(
 ) -> dict:
     """The whole JSON answer: software, model, date, runtime and one record per text."""
     return {
-        "software": "textorch",
-        "version": __version__,
-        "model": model_name,
-        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "runtime": round(runtime_s, 3),
+        **answer_header(model_name, runtime_s),
         "texts": [
             {"text": s.text if s.text is not None else " ".join(s.tokens), "entities": entities(s, p)}
             for s, p in zip(sequences, predictions)
