@@ -22,6 +22,7 @@ from textorch.data.features import parse_columns, select_feature_columns
 from textorch.data.splits import cut_long_sequences
 from textorch.data.subwords import WindowCollator
 from textorch.data.word_table import WordTable
+from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.eval.metrics import EntityCounts, entity_labels
 from textorch.runtime.gc_pause import without_gc_pauses
@@ -34,6 +35,7 @@ from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import (
+    RNN_TAGGER_V3,
     Architecture,
     build_rnn_tagger_v1,
     build_transformer_tagger_v1,
@@ -126,7 +128,7 @@ class SequenceLabeler(LabelerAPI):
         self.n_features = n_features
         self.device = torch.device(device)
         self.model.to(self.device)
-        self.word_table = WordTable(embeddings) if embeddings is not None else None
+        self.word_table = WordTable(word_source(embeddings, data_config.word_lookup)) if embeddings is not None else None
         self.training_result: TrainingResult | None = None
         self.token_vector_cache = TokenVectorCache()
         """Character-encoder outputs of tokens met by earlier ``predict`` calls (see
@@ -383,7 +385,8 @@ class SequenceLabeler(LabelerAPI):
         data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
         config = {
             "task": TASK,
-            "builder": get_architecture(self.model_config.architecture).builder,
+            "builder": RNN_TAGGER_V3 if self.model_config.uses_rnn_tagger_v3()
+            else get_architecture(self.model_config.architecture).builder,
             "model": to_dict(self.model_config),
             "data": {**to_dict(self.data_config), "input_format": self.input_format, "n_features": self.n_features},
             "embeddings": self.embeddings.describe() if self.embeddings is not None else None,
@@ -413,6 +416,10 @@ class SequenceLabeler(LabelerAPI):
         from textorch.onnx.engine import check_engine, use_engine
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
+        from textorch.tagging.delft.importer import converted_dir, is_delft_model_dir
+
+        if is_delft_model_dir(directory):  # a DeLFT model: converted once into the cache
+            directory = converted_dir(directory, cache_dir, embeddings)
         config, vocab, state = load_model_dir(directory)
         if config.get("task") != TASK:
             raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a sequence labelling model")
@@ -492,6 +499,11 @@ def _build_network(
         feature_dim=model_config.feature_dim,
         feature_output_dim=model_config.feature_output_dim,
         dropout=model_config.dropout,
+        word_layers=model_config.word_layers,
+        casing_dim=model_config.casing_dim,
+        char_cnn_filters=model_config.char_cnn_filters,
+        char_cnn_padded_to=model_config.max_char_length if model_config.char_cnn_pooling == "padded" else 0,
+        feature_encoder=model_config.feature_encoder,
     )
 
 

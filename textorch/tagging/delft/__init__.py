@@ -1,0 +1,1 @@
+"""DeLFT compatibility: models trained by DeLFT, and the interfaces GROBID calls."""
