@@ -155,11 +155,11 @@ def _feature_vocabularies(preprocessor: dict) -> tuple[list[int], list[Vocabular
 def _open_embeddings(spec: Any, config: dict) -> Any:
     """The word vectors for the imported model: ``spec`` (an opened source, a path or a
     registry name), else DeLFT's embeddings name looked up in textorch's registry."""
-    if spec is not None and not isinstance(spec, str):
+    if spec is not None and not isinstance(spec, (str, Path)):
         return spec
     from textorch.embeddings import open_embeddings
 
-    name = spec or config.get("embeddings_name")
+    name = str(spec) if spec is not None else config.get("embeddings_name")
     try:
         return open_embeddings(name)
     except ConfigError as exc:
