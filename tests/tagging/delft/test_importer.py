@@ -106,13 +106,18 @@ def test_load_converts_a_delft_directory_once_into_the_cache(tmp_path, cache):
     assert {p.name: p.read_bytes() for p in source.iterdir()} == before  # the source is never written
 
 
-def test_an_architecture_without_mapping_is_named(tmp_path, cache):
-    source = delft_dir(tmp_path, "BidLSTM_CRF")
+def assert_refused_by_name(source: Path, architecture: str, out: Path) -> None:
+    """Importing ``source`` relabelled as ``architecture`` fails with one error naming it."""
     config = json.loads((source / "config.json").read_text())
-    config["architecture"] = "BidLSTM_ChainCRF"
+    config["architecture"] = architecture
     (source / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match="BidLSTM_ChainCRF"):
-        convert_delft_model(source, tmp_path / "imported", FIXTURES / "vectors.txt")
+    with pytest.raises(ConfigError, match=architecture):
+        convert_delft_model(source, out, FIXTURES / "vectors.txt")
+
+
+@pytest.mark.parametrize("architecture", ["BidLSTM_ChainCRF", "BidLSTM_CNN", "BERT_CRF_FEATURES"])
+def test_an_architecture_without_mapping_is_named(tmp_path, cache, architecture):
+    assert_refused_by_name(delft_dir(tmp_path, "BidLSTM_CRF"), architecture, tmp_path / "imported")
 
 
 def test_word_vectors_of_another_size_are_refused(tmp_path, cache):
