@@ -144,7 +144,9 @@ def build_rnn_tagger_v1(
 # v3 = v2 plus the options DeLFT 1.x's networks need (stacked word layers, casing size, DeLFT's
 # character CNN and feature BiLSTM); only a network using one of them is saved as v3.
 RNN_TAGGER_V3 = "rnn_tagger.v3"
+# transformer v2 = v1 plus the CRF over sub-tokens of DeLFT's BERT_CRF (``transformer_crf``).
+TRANSFORMER_V2 = "transformer_tagger.v2"
 BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, "rnn_tagger.v2": build_rnn_tagger_v1,
             RNN_TAGGER_V3: build_rnn_tagger_v1,
-            TRANSFORMER_V1: build_transformer_tagger_v1}
+            TRANSFORMER_V1: build_transformer_tagger_v1, TRANSFORMER_V2: build_transformer_tagger_v1}
 """Versioned builders; saved models name theirs, so a later ``.v2`` never breaks an old model."""

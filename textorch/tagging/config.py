@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textorch.errors import ConfigError
+from textorch.models.architectures import RNN_TAGGER_V3, TRANSFORMER_V2, get_architecture
 from textorch.train.config import PRECISIONS, TrainConfig, from_dict, to_dict
 
 __all__ = ["PRECISIONS", "DataConfig", "ModelConfig", "TrainConfig", "from_dict", "to_dict"]
@@ -58,11 +59,20 @@ class ModelConfig:
     over the feature columns, final states of both directions (DeLFT 1.x; ``feature_output_dim``
     is then twice its units)."""
 
-    def uses_rnn_tagger_v3(self) -> bool:
-        """Whether the network needs the ``rnn_tagger.v3`` options: a model directory then names
-        that builder, so that a release without them refuses it instead of misreading it."""
-        return (self.word_layers, self.casing_dim, self.char_cnn_filters, self.char_cnn_pooling,
-                self.feature_encoder) != (1, 8, 0, "chars", "dense")
+    transformer_crf: str = "words"
+    """BERT family with a CRF: ``words`` (over each word's first sub-token) or ``subtokens`` (over
+    every sub-token of the encoder window, as DeLFT 1.x's BERT_CRF; tagging only)."""
+
+    def builder(self) -> str:
+        """The builder a saved model names: ``rnn_tagger.v3`` / ``transformer_tagger.v2`` only where
+        the network needs their options, so that a release without them refuses the directory
+        instead of misreading it; else the architecture's own."""
+        if self.transformer_crf == "subtokens":
+            return TRANSFORMER_V2
+        if (self.word_layers, self.casing_dim, self.char_cnn_filters, self.char_cnn_pooling,
+                self.feature_encoder) != (1, 8, 0, "chars", "dense"):
+            return RNN_TAGGER_V3
+        return get_architecture(self.architecture).builder
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dropout < 1.0:
@@ -71,6 +81,8 @@ class ModelConfig:
             raise ConfigError(f"transformer_dropout must be in [0, 1), got {self.transformer_dropout}")
         if self.transformer_window < 0 or self.transformer_stride < 0:
             raise ConfigError("--transformer-window and --transformer-stride must be >= 0 (0: automatic)")
+        if self.transformer_crf not in ("words", "subtokens"):
+            raise ConfigError(f"transformer_crf must be 'words' or 'subtokens', got {self.transformer_crf!r}")
         if self.char_cnn_pooling not in ("chars", "padded"):
             raise ConfigError(f"char_cnn_pooling must be 'chars' or 'padded', got {self.char_cnn_pooling!r}")
         if self.feature_encoder not in ("dense", "lstm"):

@@ -35,7 +35,6 @@ from textorch.models.embedders import encode_token_types, rows_encoder
 from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import (
-    RNN_TAGGER_V3,
     Architecture,
     build_rnn_tagger_v1,
     build_transformer_tagger_v1,
@@ -385,8 +384,7 @@ class SequenceLabeler(LabelerAPI):
         data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
         config = {
             "task": TASK,
-            "builder": RNN_TAGGER_V3 if self.model_config.uses_rnn_tagger_v3()
-            else get_architecture(self.model_config.architecture).builder,
+            "builder": self.model_config.builder(),
             "model": to_dict(self.model_config),
             "data": {**to_dict(self.data_config), "input_format": self.input_format, "n_features": self.n_features},
             "embeddings": self.embeddings.describe() if self.embeddings is not None else None,
@@ -485,6 +483,7 @@ def _build_network(
             feature_dim=model_config.feature_dim,
             feature_output_dim=model_config.feature_output_dim,
             dropout=model_config.transformer_dropout,
+            crf_over_subtokens=model_config.transformer_crf == "subtokens",
         )
     return build_rnn_tagger_v1(
         get_architecture(model_config.architecture),

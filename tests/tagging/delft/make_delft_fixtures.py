@@ -9,7 +9,9 @@ For each architecture DeLFT trains a tiny network (one epoch on 60 date sequence
 weights are then replaced by seeded random values of a larger scale (a one-epoch model labels
 nearly every token alike, which would make agreement a weak check), DeLFT saves and reloads
 it, and ``Sequence.tag`` labels the tagging sequences. Written per architecture: DeLFT's
-``config.json`` and ``preprocessor.json`` as they are, and ``weights.json`` (every tensor as a
+``config.json``, ``preprocessor.json`` (and for BERT_CRF, whose transformer is a tiny random BERT
+from ``tests/tiny_transformer.py``, its ``transformer-config.json`` and ``transformer-tokenizer/``)
+as they are, and ``weights.json`` (every tensor as a
 list of floats: no weight binary in git); shared: ``vectors.txt`` (6-dimensional word vectors,
 some words deliberately missing or only in lower case) and ``expected.json`` (the tagging
 tokens, their feature columns and DeLFT's labels per architecture).
@@ -38,7 +40,9 @@ with contextlib.redirect_stdout(sys.stderr):
 REPO = Path(__file__).resolve().parents[3]
 OUT = REPO / "tests" / "fixtures" / "delft-1.2"
 DATA = REPO.parent / "shared" / "data" / "grobid" / "date" / "date-220311.train"
-ARCHITECTURES = ["BidLSTM_CRF", "BidLSTM_CRF_FEATURES", "BidLSTM_CRF_CASING", "BidGRU_CRF", "BidLSTM_CNN_CRF", "BidLSTM"]
+ARCHITECTURES = ["BidLSTM_CRF", "BidLSTM_CRF_FEATURES", "BidLSTM_CRF_CASING", "BidGRU_CRF", "BidLSTM_CNN_CRF", "BidLSTM",
+                 "BERT_CRF"]
+TEXT_FILES = ("config.json", "preprocessor.json", "transformer-config.json")
 EMBEDDINGS = "textorch-fixture-6d"
 
 
@@ -59,7 +63,7 @@ def tagging_input(tokens, features):
 def write_vectors(words: set[str], path: Path) -> None:
     rng = random.Random(7)
     # about a fifth of the words have no vector, "June" none of its own (see below)
-    kept = sorted(w for w in words if rng.random() < 0.8 and w not in ("June", "june"))
+    kept = [w for w in sorted(words) if rng.random() < 0.8 and w not in ("June", "june")]
     lines = [f"{w} " + " ".join(f"{rng.uniform(-1, 1):.5f}" for _ in range(6)) for w in kept if " " not in w]
     lines.append("june " + " ".join("0.5" for _ in range(6)))  # only in lower case: "June" must miss it
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -96,10 +100,18 @@ def main() -> None:
     register(vectors)
     expected = {"tokens": x_tag, "features": f_tag, "labels": {}}
     work = Path(tempfile.mkdtemp())
+    sys.path.insert(0, str(REPO))
+    from tests.tiny_transformer import write_tiny_bert
+
+    # a tiny random BERT (WordPiece), a local directory as DeLFT's transformer_name
+    bert = write_tiny_bert(work / "tiny-bert", sorted({w for s in x_train for w in s})[:40], max_positions=64)
     try:
         for seed, architecture in enumerate(ARCHITECTURES):
+            transformer = architecture.startswith("BERT")
             with contextlib.redirect_stdout(sys.stderr):
-                model = Sequence(f"fixture-{architecture}", architecture=architecture, embeddings_name=EMBEDDINGS,
+                model = Sequence(f"fixture-{architecture}", architecture=architecture,
+                                 embeddings_name=None if transformer else EMBEDDINGS,
+                                 transformer_name=str(bert) if transformer else None,
                                  char_emb_size=4, char_lstm_units=3, word_lstm_units=5, max_epoch=1, batch_size=8,
                                  early_stop=False, nb_workers=0, max_sequence_length=50)
                 model.train(x_train, y_train, f_train=f_train)
@@ -113,8 +125,11 @@ def main() -> None:
             source = work / f"fixture-{architecture}"
             target = OUT / architecture
             target.mkdir(exist_ok=True)
-            shutil.copy(source / "config.json", target / "config.json")
-            shutil.copy(source / "preprocessor.json", target / "preprocessor.json")
+            for name in TEXT_FILES:
+                if (source / name).is_file():
+                    shutil.copy(source / name, target / name)
+            if (source / "transformer-tokenizer").is_dir():
+                shutil.copytree(source / "transformer-tokenizer", target / "transformer-tokenizer", dirs_exist_ok=True)
             from safetensors.torch import load_file
 
             state = load_file(str(source / "model.safetensors"))

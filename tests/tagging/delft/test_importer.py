@@ -31,8 +31,11 @@ def delft_dir(tmp_path: Path, architecture: str, pickled: bool = False) -> Path:
 
     target = tmp_path / f"delft-{architecture}"
     target.mkdir()
-    for name in ("config.json", "preprocessor.json"):
-        shutil.copy(FIXTURES / architecture / name, target / name)
+    for name in ("config.json", "preprocessor.json", "transformer-config.json"):
+        if (FIXTURES / architecture / name).is_file():
+            shutil.copy(FIXTURES / architecture / name, target / name)
+    if (FIXTURES / architecture / "transformer-tokenizer").is_dir():
+        shutil.copytree(FIXTURES / architecture / "transformer-tokenizer", target / "transformer-tokenizer")
     state = delft_state(architecture)
     if pickled:
         torch.save(state, target / "model_weights.pt")
@@ -115,7 +118,7 @@ def assert_refused_by_name(source: Path, architecture: str, out: Path) -> None:
         convert_delft_model(source, out, FIXTURES / "vectors.txt")
 
 
-@pytest.mark.parametrize("architecture", ["BidLSTM_ChainCRF", "BidLSTM_CNN", "BERT_CRF_FEATURES"])
+@pytest.mark.parametrize("architecture", ["BidLSTM_ChainCRF", "BidLSTM_CNN", "BERT_CRF_FEATURES", "BERT"])
 def test_an_architecture_without_mapping_is_named(tmp_path, cache, architecture):
     assert_refused_by_name(delft_dir(tmp_path, "BidLSTM_CRF"), architecture, tmp_path / "imported")
 

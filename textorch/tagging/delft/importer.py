@@ -11,8 +11,14 @@ feature BiLSTM, character CNN, stacked GRUs) and DeLFT's word-vector lookup
 (``word_lookup="delft"``). The labels then equal DeLFT's ``Sequence.tag`` labels token for
 token, given the same word vectors (``benchmarks/bench_delft_import.py`` measures it).
 
+BERT_CRF keeps DeLFT's CRF over every sub-token of the window (``transformer_crf="subtokens"``),
+with the transformer's configuration and tokenizer saved in the DeLFT directory.
+
 Not reproduced: DeLFT cuts a sequence longer than its ``max_sequence_length`` (or tags it in
-windows); textorch tags it whole, so such sequences may differ near the cut.
+windows); textorch tags it whole (a transformer: in its own windows), so such sequences may
+differ near the cut. For BERT_CRF, DeLFT drops some sub-tokens of byte-level BPE and
+SentencePiece tokenizers before the encoder; textorch does not, so only WordPiece (BERT-like)
+tokenizers are known to give DeLFT's labels.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from textorch.data.encoding import SequenceEncoder
 from textorch.data.vocab import PAD, UNK, Vocabulary
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.tagging.config import DataConfig, ModelConfig
-from textorch.tagging.delft.weights import Layout, label_order, map_state
+from textorch.tagging.delft.weights import Layout, label_order, map_bert_state, map_state
 
 CONFIG_FILE = "config.json"
 PREPROCESSOR_FILE = "preprocessor.json"
@@ -43,6 +49,7 @@ _LAYOUTS: dict[str, tuple[str, bool, bool, list[str], str | None, str]] = {
     "BidLSTM_CNN_CRF": ("cnn", False, False, ["bilstm"], "dense", "linear"),
     "BidLSTM": ("lstm", False, False, ["bilstm"], None, "classifier"),
 }
+"""The recurrent family; BERT_CRF is imported by :func:`_bert_labeler`."""
 _WHY_NOT = {
     "ChainCRF": "its BiLSTM runs over the batch's padding, so DeLFT's own labels depend on the batch",
     "BidLSTM_CNN": "its casing channel has no counterpart in textorch's BidLSTM_CNN",
@@ -98,7 +105,7 @@ def _layout(architecture: str, config: dict, state: dict[str, torch.Tensor]) -> 
     if architecture not in _LAYOUTS:
         reason = next((why for key, why in _WHY_NOT.items() if key in architecture), None)
         if architecture.startswith("BERT"):
-            reason = "the transformer family is not imported by this release"
+            reason = "of the transformer family, only BERT_CRF is imported"
         raise ConfigError(f"cannot import DeLFT architecture {architecture!r}: "
                           f"{reason or 'textorch has no mapping for it'}; importable: {', '.join(_LAYOUTS)}")
     if config.get("continuous_features_indices"):
@@ -167,6 +174,38 @@ def _open_embeddings(spec: Any, config: dict) -> Any:
                           f"their vectors file (--embeddings PATH) or register that name ({exc})") from None
 
 
+def _bert_labeler(src_dir: Path, config: dict, preprocessor: dict, state: dict[str, torch.Tensor],
+                  input_format: str | None):
+    """DeLFT's BERT_CRF: its transformer's saved configuration and tokenizer, the weights, and
+    textorch's CRF over sub-tokens (``transformer_crf="subtokens"``), which is DeLFT's."""
+    from transformers import AutoConfig, AutoModel
+
+    from textorch.models.transformer_source import TransformerParts, load_tokenizer
+    from textorch.tagging.labeler import SequenceLabeler, _build_network
+
+    files = (src_dir / "transformer-config.json", src_dir / "transformer-tokenizer")
+    if not files[0].is_file() or not files[1].is_dir():
+        raise ModelFormatError(f"{src_dir}: a DeLFT BERT model holds transformer-config.json and transformer-tokenizer/")
+    transformer_config = AutoConfig.from_pretrained(str(files[0]))
+    parts = TransformerParts.create(transformer_config, load_tokenizer(str(files[1])))
+    shell = AutoModel.from_config(transformer_config, dtype=torch.float32)
+    tags = _indexed(preprocessor["vocab_tag"], "vocab_tag")
+    order = label_order(tags)
+    encoder = SequenceEncoder(_char_vocabulary(preprocessor), Vocabulary([tags[i] for i in order], with_specials=False),
+                              [], [], int(preprocessor.get("max_char_length") or 30))
+    model_config = ModelConfig(architecture="BERT_CRF", transformer=config.get("transformer_name"),
+                               transformer_window=parts.window, transformer_crf="subtokens")
+    model = _build_network(model_config, encoder, 0, parts, shell)
+    try:
+        model.load_state_dict(map_bert_state(state, order), strict=True)
+    except RuntimeError as exc:
+        raise ModelFormatError(f"{src_dir}: the DeLFT weights do not fit BERT_CRF ({exc})") from None
+    model.eval()
+    input_format = input_format or "conll"
+    data_config = DataConfig(format=input_format, embeddings="none", word_lookup="delft")
+    return SequenceLabeler(encoder, model, model_config, data_config, None, input_format, 0, transformer=parts)
+
+
 def build_labeler(src_dir: str | Path, embeddings: Any = None, input_format: str | None = None,
                   n_features: int | None = None):
     """The :class:`SequenceLabeler` equivalent of the DeLFT model at ``src_dir`` (not saved)."""
@@ -174,6 +213,8 @@ def build_labeler(src_dir: str | Path, embeddings: Any = None, input_format: str
 
     config, preprocessor, state = read_delft_dir(src_dir)
     architecture = str(config["architecture"])
+    if architecture == "BERT_CRF":
+        return _bert_labeler(Path(src_dir), config, preprocessor, state, input_format)
     layout = _layout(architecture, config, state)
     tags = _indexed(preprocessor["vocab_tag"], "vocab_tag")
     order = label_order(tags)
@@ -232,7 +273,9 @@ def convert_delft_model(src_dir: str | Path, out_dir: str | Path, embeddings: An
 def source_digest(src_dir: str | Path) -> str:
     """A hash of the files that define a DeLFT model: its cache key once converted."""
     digest = hashlib.sha256()
-    for name in (CONFIG_FILE, PREPROCESSOR_FILE, *WEIGHT_FILES):
+    tokenizer = sorted(p.relative_to(src_dir).as_posix() for p in (Path(src_dir) / "transformer-tokenizer").rglob("*")
+                       if p.is_file())
+    for name in (CONFIG_FILE, PREPROCESSOR_FILE, *WEIGHT_FILES, "transformer-config.json", *tokenizer):
         path = Path(src_dir) / name
         if path.is_file():
             digest.update(name.encode())

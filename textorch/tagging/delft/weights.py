@@ -106,3 +106,19 @@ def map_state(
         out["head.crf.start_transitions"] = crf["start_transitions"][order]
         out["head.crf.end_transitions"] = crf["end_transitions"][order]
     return {k: v.detach().to(torch.float32).contiguous() for k, v in out.items()}
+
+
+def map_bert_state(state: dict[str, torch.Tensor], labels: list[int]) -> dict[str, torch.Tensor]:
+    """textorch's state dict for DeLFT's BERT_CRF: the encoder under the transformer embedder
+    (without its pooler, which tagging never reads and textorch drops), the linear layer as the
+    emissions, the CRF as for the recurrent family."""
+    out = {f"embedders.0.encoder.{k[len('transformer.'):]}": v for k, v in state.items()
+           if k.startswith("transformer.") and not k.startswith("transformer.pooler.")}
+    out["head.emissions.weight"] = _rows(state["linear.weight"], labels)
+    out["head.emissions.bias"] = _rows(state["linear.bias"], labels)
+    order = torch.tensor(labels, dtype=torch.long)
+    crf = crf_parameters(state)
+    out["head.crf.transitions"] = crf["transitions"][order][:, order]
+    out["head.crf.start_transitions"] = crf["start_transitions"][order]
+    out["head.crf.end_transitions"] = crf["end_transitions"][order]
+    return {k: v.detach().to(torch.float32).contiguous() for k, v in out.items()}
