@@ -454,7 +454,8 @@ class SequenceLabeler(LabelerAPI):
 
     @property
     def label_names(self) -> list[str]:
-        return sorted({lab[2:] for lab in self.encoder.labels.items if lab != "O"})
+        # entity labels only: a model imported from DeLFT also has its padding label "<PAD>"
+        return sorted({lab[2:] for lab in self.encoder.labels.items if lab[1:2] == "-"})
 
 
 def _build_network(

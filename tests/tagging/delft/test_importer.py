@@ -91,6 +91,9 @@ def test_delft_directories_are_told_from_textorch_ones(tmp_path, cache):
     assert not is_delft_model_dir(tmp_path / "missing")
     config = json.loads((out / "config.json").read_text())
     assert config["builder"] == "rnn_tagger.v2" and config["data"]["word_lookup"] == "delft"
+    labeler = SequenceLabeler.load(out)
+    assert labeler.encoder.labels.items[0] == "O" and "<PAD>" in labeler.encoder.labels.items
+    assert labeler.label_names == ["<day>", "<month>", "<year>"]
 
 
 def test_load_converts_a_delft_directory_once_into_the_cache(tmp_path, cache):
