@@ -38,8 +38,8 @@ RUNS = [
     "date:BidLSTM_CNN_CRF", "date:BidLSTM", "name-header:BidLSTM_CRF", "name-header:BidLSTM_CRF_FEATURES",
     "conll:BidLSTM_CRF",
 ]
-EPOCHS = {"date": 2, "name-header": 1, "conll": 1}
-TRAIN_LIMIT = {"name-header": 400, "conll": 1000}
+EPOCHS = {"date": 2, "name-header": 1, "conll": 3}
+TRAIN_LIMIT = {"name-header": 400, "conll": 2000}
 """Training and validation sequences kept (the first ones): DeLFT trains at tens of tokens per
 second on the shared 2-core bench machine. The test files are tagged whole."""
 SEED = 1
