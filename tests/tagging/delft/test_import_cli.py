@@ -49,3 +49,13 @@ def test_seq_tag_takes_a_delft_directory(tmp_path, monkeypatch):
     assert main(["seq", "tag", "--model", str(source), "--input", str(data), "--input-format", "conll",
                  "--output", str(tagged)]) == 0
     assert tagged_labels(tagged) == EXPECTED["labels"]["BidLSTM_CRF"]
+
+
+def test_onnx_export_refuses_networks_it_would_get_wrong(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TEXTORCH_CACHE_DIR", str(tmp_path / "cache"))
+    from textorch.tagging.delft.importer import convert_delft_model
+
+    for architecture, reason in (("BidLSTM_CNN_CRF", "character CNN"), ("BERT_CRF", "SubtokenCRFTagger")):
+        out = convert_delft_model(delft_dir(tmp_path, architecture), tmp_path / architecture, FIXTURES / "vectors.txt")
+        assert main(["export", "onnx", "--model", str(out), "--output", str(tmp_path / "onnx")]) == 2
+        assert reason in capsys.readouterr().err
