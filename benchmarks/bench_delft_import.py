@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import delft_env  # noqa: E402
-from bench_data import prepare  # noqa: E402
-from common import machine, print_table, write_json  # noqa: E402
+import delft_env
+from bench_data import prepare
+from common import machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
 RUNS = [

@@ -20,7 +20,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 with contextlib.redirect_stdout(sys.stderr):
-    from delft.sequenceLabelling.reader import load_data_and_labels_conll, load_data_and_labels_crf_file
+    from delft.sequenceLabelling.reader import (
+        load_data_and_labels_conll,
+        load_data_and_labels_crf_file,
+    )
     from delft.sequenceLabelling.wrapper import Sequence
 
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textorch.errors import ConfigError
-from textorch.models.architectures import RNN_TAGGER_V3, TRANSFORMER_V2, get_architecture
+from textorch.models.architectures import (
+    RNN_TAGGER_V3,
+    TRANSFORMER_V2,
+    get_architecture,
+)
 from textorch.train.config import PRECISIONS, TrainConfig, from_dict, to_dict
 
 __all__ = ["PRECISIONS", "DataConfig", "ModelConfig", "TrainConfig", "from_dict", "to_dict"]

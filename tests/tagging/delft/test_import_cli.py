@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from textorch.cli.main import main
-
 from tests.tagging.delft.test_importer import EXPECTED, FIXTURES, delft_dir
+from textorch.cli.main import main
 
 
 def write_grobid(path, with_features: bool) -> None:

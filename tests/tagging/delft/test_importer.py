@@ -12,7 +12,11 @@ import torch
 
 from textorch.data.corpus import TokenSequence
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.tagging.delft.importer import converted_dir, convert_delft_model, is_delft_model_dir
+from textorch.tagging.delft.importer import (
+    convert_delft_model,
+    converted_dir,
+    is_delft_model_dir,
+)
 from textorch.tagging.labeler import SequenceLabeler
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "delft-1.2"

@@ -12,10 +12,15 @@ import shutil
 import pytest
 import torch
 
+from tests.tagging.delft.test_importer import (
+    EXPECTED,
+    FIXTURES,
+    assert_refused_by_name,
+    delft_state,
+    labels_of,
+)
 from textorch.tagging.delft.importer import convert_delft_model
 from textorch.tagging.labeler import SequenceLabeler
-
-from tests.tagging.delft.test_importer import EXPECTED, FIXTURES, assert_refused_by_name, delft_state, labels_of
 
 h5py = pytest.importorskip("h5py")
 

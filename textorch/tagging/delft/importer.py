@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,12 @@ from textorch.data.encoding import SequenceEncoder
 from textorch.data.vocab import PAD, UNK, Vocabulary
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.tagging.config import DataConfig, ModelConfig
-from textorch.tagging.delft.weights import Layout, label_order, map_bert_state, map_state
+from textorch.tagging.delft.weights import (
+    Layout,
+    label_order,
+    map_bert_state,
+    map_state,
+)
 
 CONFIG_FILE = "config.json"
 PREPROCESSOR_FILE = "preprocessor.json"
@@ -91,7 +97,7 @@ def read_weights(path: Path, config: dict) -> dict[str, torch.Tensor]:
     if (path / "model_weights.pt").is_file():
         try:
             state = torch.load(path / "model_weights.pt", map_location="cpu", weights_only=True)
-        except Exception as exc:  # a file needing more than tensors is refused, never unpickled
+        except (pickle.UnpicklingError, RuntimeError, ValueError, EOFError) as exc:  # more than tensors: refused
             raise ModelFormatError(f"{path}/model_weights.pt: not a plain state dict ({exc})") from None
         if not isinstance(state, dict):
             raise ModelFormatError(f"{path}/model_weights.pt: expected a state dict, got {type(state).__name__}")
@@ -148,7 +154,7 @@ def _feature_vocabularies(preprocessor: dict) -> tuple[list[int], list[Vocabular
     table that its ids take: padding and unknown values both read DeLFT's row 0."""
     features = preprocessor.get("feature_preprocessor") or {}
     mapping = {int(k): v for k, v in (features.get("features_map_to_index") or {}).items()}
-    columns = sorted(set(int(c) for c in features.get("features_indices") or []))
+    columns = sorted({int(c) for c in features.get("features_indices") or []})
     if not columns:
         raise ModelFormatError(f"{PREPROCESSOR_FILE}: a _FEATURES model without feature columns")
     vocabularies, rows = [], []
@@ -167,6 +173,8 @@ def _open_embeddings(spec: Any, config: dict) -> Any:
     from textorch.embeddings import open_embeddings
 
     name = str(spec) if spec is not None else config.get("embeddings_name")
+    if not name:
+        raise ConfigError("the DeLFT model takes word vectors but names none: give them with --embeddings PATH")
     try:
         return open_embeddings(name)
     except ConfigError as exc:
