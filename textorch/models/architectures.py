@@ -17,6 +17,7 @@ from textorch.models.embedders import (
     CharBiLSTMEmbedder,
     CharCNNEmbedder,
     FeatureEmbedder,
+    FeatureLSTMEmbedder,
     WordVectorEmbedder,
 )
 from textorch.models.encoders import RecurrentEncoder
@@ -103,26 +104,36 @@ def build_rnn_tagger_v1(
     feature_output_dim: int = 32,
     dropout: float = 0.5,
     dense_hidden: int = 0,
+    word_layers: int = 1,
+    casing_dim: int = 8,
+    char_cnn_filters: int = 0,
+    char_cnn_padded_to: int = 0,
+    feature_encoder: str = "dense",
 ) -> SequenceTagger:
-    """Build from flat arguments; ``word_dim == 0`` means no pre-trained word vectors."""
+    """Build from flat arguments; ``word_dim == 0`` means no pre-trained word vectors.
+
+    The arguments after ``dense_hidden`` are the ``rnn_tagger.v3`` options (see
+    :class:`textorch.tagging.config.ModelConfig`); their defaults build the v1/v2 network."""
     embedders: list[nn.Module] = []
     if word_dim > 0:
         embedders.append(WordVectorEmbedder(word_dim))
     if architecture.char_encoder == "lstm":
         embedders.append(CharBiLSTMEmbedder(n_chars, char_dim, char_hidden))
     elif architecture.char_encoder == "cnn":
-        embedders.append(CharCNNEmbedder(n_chars, char_dim, filters=2 * char_hidden))
+        filters = char_cnn_filters or 2 * char_hidden
+        embedders.append(CharCNNEmbedder(n_chars, char_dim, filters=filters, padded_to=char_cnn_padded_to))
     if architecture.casing:
-        embedders.append(CasingEmbedder(len(CASING_CLASSES)))
+        embedders.append(CasingEmbedder(len(CASING_CLASSES), casing_dim))
     if architecture.features:
         if not feature_vocab_sizes:
             raise ConfigError(
                 f"{architecture.name} needs categorical feature columns, but the training data has none "
                 "(use a GROBID-format file, or an architecture without _FEATURES)"
             )
-        embedders.append(FeatureEmbedder(feature_vocab_sizes, feature_dim, feature_output_dim))
+        feature_class = FeatureLSTMEmbedder if feature_encoder == "lstm" else FeatureEmbedder
+        embedders.append(feature_class(feature_vocab_sizes, feature_dim, feature_output_dim))
     input_dim = sum(e.output_dim for e in embedders)
-    encoder = RecurrentEncoder(input_dim, word_hidden, cell=architecture.cell)
+    encoder = RecurrentEncoder(input_dim, word_hidden, cell=architecture.cell, layers=word_layers)
     head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
     head = head_class(encoder.output_dim, n_labels, dense_hidden)
     return SequenceTagger(nn.ModuleList(embedders), encoder, head, dropout)
@@ -130,6 +141,12 @@ def build_rnn_tagger_v1(
 
 # v2 = v1 plus the optional dense layer (``dense_hidden``); a v1 directory has none, and an
 # older release refuses a v2 directory by name instead of failing on its weights.
+# v3 = v2 plus the options DeLFT 1.x's networks need (stacked word layers, casing size, DeLFT's
+# character CNN and feature BiLSTM); only a network using one of them is saved as v3.
+RNN_TAGGER_V3 = "rnn_tagger.v3"
+# transformer v2 = v1 plus the CRF over sub-tokens of DeLFT's BERT_CRF (``transformer_crf``).
+TRANSFORMER_V2 = "transformer_tagger.v2"
 BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, "rnn_tagger.v2": build_rnn_tagger_v1,
-            TRANSFORMER_V1: build_transformer_tagger_v1}
+            RNN_TAGGER_V3: build_rnn_tagger_v1,
+            TRANSFORMER_V1: build_transformer_tagger_v1, TRANSFORMER_V2: build_transformer_tagger_v1}
 """Versioned builders; saved models name theirs, so a later ``.v2`` never breaks an old model."""

@@ -113,24 +113,39 @@ def per_token(encode_rows, batch: Batch) -> torch.Tensor:
 
 
 class CharCNNEmbedder(nn.Module):
-    """Character convolution with max pooling over the token (Ma and Hovy's char CNN)."""
+    """Character convolution with max pooling over the token (Ma and Hovy's char CNN).
 
-    def __init__(self, n_chars: int, char_dim: int = 25, filters: int = 30, width: int = 3) -> None:
+    ``padded_to`` > 0 reproduces DeLFT 1.x's variant, which imported models need: each token is
+    padded to that many characters, the convolution output goes through a tanh, and the max
+    runs over every position, padding included."""
+
+    def __init__(self, n_chars: int, char_dim: int = 25, filters: int = 30, width: int = 3, padded_to: int = 0) -> None:
         super().__init__()
         self.embedding = nn.Embedding(n_chars, char_dim, padding_idx=0)
         self.conv = nn.Conv1d(char_dim, filters, kernel_size=width, padding=width // 2)
         self.output_dim = filters
+        self.padded_to = padded_to
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return per_token(self.encode_rows, batch)
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """``(N, C)`` character ids -> ``(N, filters)``; all-padding rows give zeros."""
+        if self.padded_to:
+            return self._padded_rows(rows)
         x = self.embedding(rows).transpose(1, 2)  # (N, E, C)
         h = self.conv(x)  # (N, F, C)
         h = h.masked_fill((rows == 0).unsqueeze(1), float("-inf"))
         pooled = h.max(dim=2).values
         return torch.where(torch.isinf(pooled), torch.zeros_like(pooled), pooled)
+
+    def _padded_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """DeLFT 1.x's pooling: the padding positions up to ``padded_to`` take part in the max."""
+        present = (rows != 0).any(dim=1, keepdim=True)
+        if rows.shape[1] < self.padded_to:
+            rows = nn.functional.pad(rows, (0, self.padded_to - rows.shape[1]))
+        pooled = torch.tanh(self.conv(self.embedding(rows).transpose(1, 2))).max(dim=2).values
+        return pooled * present.to(pooled.dtype)
 
 
 class CasingEmbedder(nn.Module):
@@ -163,6 +178,26 @@ class FeatureEmbedder(nn.Module):
         """``(B, L, F)`` feature ids -> ``(B, L, output_dim)`` (the ONNX export calls this too)."""
         parts = [emb(feature_ids[..., i]) for i, emb in enumerate(self.embeddings)]
         return linear(torch.cat(parts, dim=-1), self.projection.weight, self.projection.bias, "tanh")
+
+
+class FeatureLSTMEmbedder(nn.Module):
+    """DeLFT 1.x's feature channel: each column's value embedded, then a BiLSTM reads the
+    columns of a token in order; the final states of both directions form the token vector."""
+
+    def __init__(self, vocab_sizes: list[int], dim: int = 4, output_dim: int = 32) -> None:
+        super().__init__()
+        self.embeddings = nn.ModuleList(nn.Embedding(size, dim, padding_idx=0) for size in vocab_sizes)
+        self.lstm = nn.LSTM(dim, output_dim // 2, batch_first=True, bidirectional=True)
+        self.output_dim = output_dim
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        if batch.feature_ids is None:
+            raise ValueError("this model needs feature columns but the batch has none")
+        ids = batch.feature_ids
+        columns = torch.stack([emb(ids[..., i]) for i, emb in enumerate(self.embeddings)], dim=-2)
+        b, l, f, d = columns.shape
+        _, (final, _) = self.lstm(columns.reshape(b * l, f, d))
+        return torch.cat([final[0], final[1]], dim=-1).reshape(b, l, self.output_dim)
 
 
 run_packed_rnn = rnn_outputs

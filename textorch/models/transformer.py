@@ -82,6 +82,26 @@ grouped against one padded call: batch 256 3.5k -> 5.4k tokens/s, batch 32 4.4k 
 same labels, scores within 1.2e-6."""
 
 
+class SubtokenCRFTagger(SequenceTagger):
+    """A transformer tagger whose CRF runs over every sub-token of each encoder window (special
+    tokens included), the label of a word being that of its first sub-token: DeLFT 1.x's
+    BERT_CRF, which textorch imports (``transformer_crf="subtokens"``). Its Viterbi paths differ
+    from a CRF over words, so an imported model keeps it. For tagging only: training uses the
+    word-level loss of :class:`SequenceTagger`."""
+
+    def decode(self, batch: Batch, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        embedder = self.embedders[0]
+        hidden = embedder.windows(batch.window_ids, batch.window_mask)  # (N, W, H)
+        emissions = self.head.emissions(hidden).float()
+        mask = batch.window_mask.bool()
+        paths, _ = self.head.crf.decode(emissions, mask)
+        labels = paths.reshape(-1)[batch.word_index] * batch.mask
+        if not with_scores:
+            return labels, None
+        chosen = self.head.crf.marginals(emissions, mask).gather(-1, paths.unsqueeze(-1)).squeeze(-1)
+        return labels, chosen.reshape(-1)[batch.word_index] * batch.mask
+
+
 def build_transformer_tagger_v1(
     architecture: Architecture,
     encoder: nn.Module,
@@ -94,8 +114,12 @@ def build_transformer_tagger_v1(
     feature_dim: int = 4,
     feature_output_dim: int = 32,
     dropout: float = 0.1,
+    crf_over_subtokens: bool = False,
 ) -> SequenceTagger:
-    """Transformer (+ char encoder) (+ features) -> identity -> softmax or CRF, from flat arguments."""
+    """Transformer (+ char encoder) (+ features) -> identity -> softmax or CRF, from flat arguments;
+    ``crf_over_subtokens``: a :class:`SubtokenCRFTagger` (``transformer_tagger.v2``)."""
+    if crf_over_subtokens and (architecture.head != "crf" or architecture.char_encoder != "none" or architecture.features):
+        raise ConfigError(f"a CRF over sub-tokens is for BERT_CRF-like architectures, not {architecture.name}")
     embedders: list[nn.Module] = [TransformerEmbedder(encoder, hidden_size)]
     if architecture.char_encoder == "lstm":
         embedders.append(CharBiLSTMEmbedder(n_chars, char_dim, char_hidden))
@@ -110,4 +134,5 @@ def build_transformer_tagger_v1(
         embedders.append(FeatureEmbedder(feature_vocab_sizes, feature_dim, feature_output_dim))
     input_dim = sum(e.output_dim for e in embedders)
     head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
-    return SequenceTagger(nn.ModuleList(embedders), IdentityEncoder(input_dim), head_class(input_dim, n_labels), dropout)
+    tagger_class = SubtokenCRFTagger if crf_over_subtokens else SequenceTagger
+    return tagger_class(nn.ModuleList(embedders), IdentityEncoder(input_dim), head_class(input_dim, n_labels), dropout)

@@ -66,6 +66,8 @@ def _part(embedder: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
     if isinstance(embedder, CharBiLSTMEmbedder):
         return CharBiLSTM(embedder), ("char_ids",)
     if isinstance(embedder, CharCNNEmbedder):
+        if embedder.padded_to:  # the graph's width follows the batch: DeLFT's pooling would change with it
+            raise ConfigError("ONNX export does not support DeLFT's character CNN (char_cnn_pooling 'padded')")
         return CharCNN(embedder), ("char_ids",)
     if isinstance(embedder, CasingEmbedder):
         return embedder.embedding, ("casing_ids",)
@@ -165,8 +167,10 @@ _INPUT_DOCS = {
 
 def tagger_graph(labeler) -> Graph:
     """The emissions graph of a loaded :class:`~textorch.tagging.labeler.SequenceLabeler`, with example inputs."""
-    if not isinstance(labeler.model, SequenceTagger):
-        raise ConfigError(f"ONNX export does not support the {labeler.model_config.architecture} network")
+    # exactly a SequenceTagger: a subclass decodes otherwise (the sub-token CRF of imported BERT_CRF)
+    if type(labeler.model) is not SequenceTagger:
+        raise ConfigError(f"ONNX export does not support the {labeler.model_config.architecture} network"
+                          f" ({type(labeler.model).__name__})")
     module = ExportableTagger(labeler.model.cpu()).eval()
     word_dim = labeler.embeddings.dim if labeler.embeddings is not None else 0
     specials = labeler.transformer.specials if labeler.transformer is not None else None

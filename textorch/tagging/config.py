@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textorch.errors import ConfigError
+from textorch.models.architectures import (
+    RNN_TAGGER_V3,
+    TRANSFORMER_V2,
+    get_architecture,
+)
 from textorch.train.config import PRECISIONS, TrainConfig, from_dict, to_dict
 
 __all__ = ["PRECISIONS", "DataConfig", "ModelConfig", "TrainConfig", "from_dict", "saved_configs", "to_dict"]
@@ -44,6 +49,34 @@ class ModelConfig:
     """Sub-tokens between the starts of consecutive windows (0: half a window)."""
     transformer_dropout: float = 0.1
     """Dropout on the BERT family's word vectors (``dropout`` is for the recurrent family)."""
+    word_layers: int = 1
+    """Stacked bidirectional layers of the word-level encoder (DeLFT's BidGRU_CRF has two)."""
+    casing_dim: int = 8
+    """Casing embedding size (``_CASING`` architectures)."""
+    char_cnn_filters: int = 0
+    """Filters of the character CNN (0: twice ``char_hidden``)."""
+    char_cnn_pooling: str = "chars"
+    """``chars``: max over a token's characters; ``padded``: tanh, then max over the token
+    padded to ``max_char_length`` with the padding positions included, as DeLFT 1.x computes."""
+    feature_encoder: str = "dense"
+    """``dense``: feature embeddings concatenated, then a tanh projection; ``lstm``: a BiLSTM
+    over the feature columns, final states of both directions (DeLFT 1.x; ``feature_output_dim``
+    is then twice its units)."""
+
+    transformer_crf: str = "words"
+    """BERT family with a CRF: ``words`` (over each word's first sub-token) or ``subtokens`` (over
+    every sub-token of the encoder window, as DeLFT 1.x's BERT_CRF; tagging only)."""
+
+    def builder(self) -> str:
+        """The builder a saved model names: ``rnn_tagger.v3`` / ``transformer_tagger.v2`` only where
+        the network needs their options, so that a release without them refuses the directory
+        instead of misreading it; else the architecture's own."""
+        if self.transformer_crf == "subtokens":
+            return TRANSFORMER_V2
+        if (self.word_layers, self.casing_dim, self.char_cnn_filters, self.char_cnn_pooling,
+                self.feature_encoder) != (1, 8, 0, "chars", "dense"):
+            return RNN_TAGGER_V3
+        return get_architecture(self.architecture).builder
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dropout < 1.0:
@@ -52,9 +85,20 @@ class ModelConfig:
             raise ConfigError(f"transformer_dropout must be in [0, 1), got {self.transformer_dropout}")
         if self.transformer_window < 0 or self.transformer_stride < 0:
             raise ConfigError("--transformer-window and --transformer-stride must be >= 0 (0: automatic)")
+        if self.transformer_crf not in ("words", "subtokens"):
+            raise ConfigError(f"transformer_crf must be 'words' or 'subtokens', got {self.transformer_crf!r}")
+        if self.char_cnn_pooling not in ("chars", "padded"):
+            raise ConfigError(f"char_cnn_pooling must be 'chars' or 'padded', got {self.char_cnn_pooling!r}")
+        if self.feature_encoder not in ("dense", "lstm"):
+            raise ConfigError(f"feature_encoder must be 'dense' or 'lstm', got {self.feature_encoder!r}")
+        if self.feature_encoder == "lstm" and self.feature_output_dim % 2:
+            raise ConfigError("feature_output_dim must be even with feature_encoder 'lstm' (two directions)")
+        if self.char_cnn_filters < 0:
+            raise ConfigError(f"char_cnn_filters must be >= 0 (0: twice char_hidden), got {self.char_cnn_filters}")
         if self.dense_hidden < 0:
             raise ConfigError(f"dense_hidden must be >= 0 (0: no dense layer), got {self.dense_hidden}")
-        for name in ("char_dim", "char_hidden", "word_hidden", "feature_dim", "feature_output_dim", "max_char_length"):
+        for name in ("char_dim", "char_hidden", "word_hidden", "feature_dim", "feature_output_dim", "max_char_length",
+                     "word_layers", "casing_dim"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
 
@@ -72,17 +116,21 @@ class DataConfig:
     feature_vocabulary_size: int = 32
     """When choosing from the data: the most distinct values a column may have to be a feature
     (``textorch grobid`` uses DeLFT's ``features_vocabulary_size``, 12)."""
+    word_lookup: str = "exact_or_lower"
+    """How a token finds its word vector: ``exact_or_lower`` (the token, else its lower case,
+    else zeros) or ``delft`` (digits replaced by 0, then the exact form only, else zeros: what
+    DeLFT 1.x does, kept by models imported from it)."""
 
     def __post_init__(self) -> None:
         if self.feature_vocabulary_size < 1:
             raise ConfigError(f"--feature-vocabulary-size must be >= 1, got {self.feature_vocabulary_size}")
+        if self.word_lookup not in ("exact_or_lower", "delft"):
+            raise ConfigError(f"word_lookup must be 'exact_or_lower' or 'delft', got {self.word_lookup!r}")
 
 
 def named_feature_columns(model: ModelConfig, data: DataConfig) -> str | None:
     """The feature columns the user named, when the architecture reads features (else None: a
     model without features never looks at feature columns)."""
-    from textorch.models.architectures import get_architecture
-
     return data.feature_columns if get_architecture(model.architecture).features else None
 
 

@@ -24,6 +24,7 @@ from textorch.data.encoding import SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
 from textorch.data.splits import cut_long_sequences
 from textorch.data.word_table import WordTable
+from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError
 from textorch.eval.metrics import EntityCounts, entity_labels
 from textorch.models.inference_batches import group_costs, inference_batches
@@ -93,7 +94,7 @@ class SequenceLabeler(LabelerAPI):
         self.n_features = n_features
         self.device = torch.device(device)
         self.model.to(self.device)
-        self.word_table = WordTable(embeddings) if embeddings is not None else None
+        self.word_table = WordTable(word_source(embeddings, data_config.word_lookup)) if embeddings is not None else None
         self.training_result: TrainingResult | None = None
         self.token_vector_cache = TokenVectorCache()
         """Character-encoder outputs of tokens met by earlier ``predict`` calls (see
@@ -377,7 +378,7 @@ class SequenceLabeler(LabelerAPI):
         data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
         config = {
             "task": TASK,
-            "builder": get_architecture(self.model_config.architecture).builder,
+            "builder": self.model_config.builder(),
             "model": to_dict(self.model_config),
             "data": {**to_dict(self.data_config), "input_format": self.input_format, "n_features": self.n_features},
             "embeddings": self.embeddings.describe() if self.embeddings is not None else None,
@@ -406,10 +407,12 @@ class SequenceLabeler(LabelerAPI):
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
         from textorch.embeddings.for_models import reopen_saved
         from textorch.onnx.engine import check_engine, use_engine
-        from textorch.tagging.delft.model_source import local_model_dir
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
-        directory = local_model_dir(directory)  # a DeLFT model directory: its converted copy
+        from textorch.tagging.delft.importer import converted_dir, is_delft_model_dir
+
+        if is_delft_model_dir(directory):  # a DeLFT model: converted once into the cache
+            directory = converted_dir(directory, cache_dir, embeddings)
         saved = load_checked(directory, TASK, BUILDERS, default_builder="rnn_tagger.v1")
         model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
         described = saved.config.get("embeddings")
@@ -426,5 +429,6 @@ class SequenceLabeler(LabelerAPI):
 
     @property
     def label_names(self) -> list[str]:
-        return sorted({lab[2:] for lab in self.encoder.labels.items if lab != "O"})
+        # entity labels only: a model imported from DeLFT also has its padding label "<PAD>"
+        return sorted({lab[2:] for lab in self.encoder.labels.items if lab[1:2] == "-"})
 

@@ -47,6 +47,7 @@ def build_network(
             feature_dim=model_config.feature_dim,
             feature_output_dim=model_config.feature_output_dim,
             dropout=model_config.transformer_dropout,
+            crf_over_subtokens=model_config.transformer_crf == "subtokens",
         )
     return build_rnn_tagger_v1(
         get_architecture(model_config.architecture),
@@ -61,6 +62,11 @@ def build_network(
         feature_dim=model_config.feature_dim,
         feature_output_dim=model_config.feature_output_dim,
         dropout=model_config.dropout,
+        word_layers=model_config.word_layers,
+        casing_dim=model_config.casing_dim,
+        char_cnn_filters=model_config.char_cnn_filters,
+        char_cnn_padded_to=model_config.max_char_length if model_config.char_cnn_pooling == "padded" else 0,
+        feature_encoder=model_config.feature_encoder,
     )
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import write_tiny_grobid
 from textorch.errors import ConfigError, DataError, ModelFormatError
-from textorch.tagging.delft import model_source
 from textorch.tagging.delft.facade import Sequence
 from textorch.tagging.delft.grobid_tagger import textorch_arguments
 from textorch.tagging.delft.reader import (
@@ -109,22 +107,20 @@ def test_options_textorch_cannot_honour_are_refused_by_name() -> None:
         legacy.tag([["a"]], None)
 
 
-def _fake_importer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trained: Path) -> list:
-    """An importer module that 'converts' by copying a textorch model, counting its calls."""
+def _fake_importer(monkeypatch: pytest.MonkeyPatch, trained: Path) -> list:
+    """The importer's recognition and conversion replaced: 'converting' copies a textorch model,
+    counting its calls, so that what the facade's load does around them is what is tested."""
+    from textorch.tagging.delft import importer
+
     calls: list = []
-    module = type(sys)("fake_delft_importer")
-    module.is_delft_model_dir = lambda path: (Path(path) / "model_weights.hdf5").is_file()
 
-    def convert(source: Path, target: Path) -> Path:
-        calls.append(source)
+    def convert(source: Path, target: Path, embeddings: object = None) -> Path:
+        calls.append(Path(source))
         shutil.copytree(trained / "date-BidLSTM_CRF_FEATURES", target)
-        return target
+        return Path(target)
 
-    module.convert_delft_model = convert
-    monkeypatch.setitem(sys.modules, "fake_delft_importer", module)
-    module.__spec__ = ModuleSpec("fake_delft_importer", None)  # what importlib.util.find_spec answers
-    monkeypatch.setattr(model_source, "IMPORTER", "fake_delft_importer")
-    monkeypatch.setenv(model_source.ENV_MODEL_CACHE, str(tmp_path / "cache"))
+    monkeypatch.setattr(importer, "is_delft_model_dir", lambda path: (Path(path) / "model_weights.hdf5").is_file())
+    monkeypatch.setattr(importer, "convert_delft_model", convert)
     return calls
 
 
@@ -138,7 +134,8 @@ def _delft_dir(root: Path) -> Path:
 
 def test_a_delft_model_is_converted_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          trained: Path) -> None:
-    calls = _fake_importer(tmp_path, monkeypatch, trained)
+    calls = _fake_importer(monkeypatch, trained)
+    monkeypatch.setenv("TEXTORCH_CACHE_DIR", str(tmp_path / "cache"))
     source = _delft_dir(tmp_path)
     before = sorted((p.name, p.stat().st_mtime_ns) for p in source.iterdir())
     for _ in range(2):
@@ -147,13 +144,7 @@ def test_a_delft_model_is_converted_once_into_the_cache(tmp_path: Path, monkeypa
         assert model.labeler is not None
     assert calls == [source]
     assert sorted((p.name, p.stat().st_mtime_ns) for p in source.iterdir()) == before  # never written to
-    assert model_source.local_model_dir(source).parent == tmp_path / "cache"
-
-
-def test_without_the_importer_a_delft_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_source, "IMPORTER", "textorch.tagging.delft.no_such_importer")
-    with pytest.raises(ModelFormatError, match="DeLFT model import not available"):
-        Sequence("date-BidLSTM_CRF").load(dir_path=_delft_dir(tmp_path).parent)
+    assert [p.parent.name for p in (tmp_path / "cache").rglob("config.json")] != []
 
 
 def test_grobid_tagger_arguments_become_textorch_grobid_ones(tmp_path: Path) -> None:

@@ -5,4 +5,7 @@ training subprocess (``delft/applications/grobidTagger.py``). ``textorch grobid-
 writes a ``delft`` package into DIR whose modules only forward here, so that naming DIR as
 ``delft.install`` in grobid.yaml makes GROBID use textorch; nothing named ``delft`` is importable
 outside that directory. See docs/grobid.md.
+
+Models trained by DeLFT (the PyTorch 1.x line and the TensorFlow line GROBID ships) are
+converted into textorch model directories by ``importer`` (``textorch import-delft``).
 """
