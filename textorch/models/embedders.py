@@ -1,7 +1,9 @@
 """Token-level input representations; each maps a :class:`Batch` to ``(B, L, output_dim)``.
 
 An architecture is a list of these, concatenated, so "word vectors + char CNN + casing" is a
-configuration, not a class.
+configuration, not a class. Besides ``forward``, each embedder knows its own forms for the two
+other routes a tagger runs (:class:`Embedder`): the ONNX export and the one-sequence call, so no
+other module re-implements the stack by asking each embedder's type.
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ import numpy as np
 import torch
 from torch import nn
 from textorch.data.batching import Batch
+from textorch.data.encoding import EncodedSequence
+from textorch.data.word_table import WordTable
+from textorch.errors import ConfigError
+from textorch.models import export_layers
 from textorch.models import onednn_lstm
 from textorch.models.cpu_linear import CpuLinear, linear
 from textorch.models.length_groups import FINAL_STATE_GROUP_COSTS
@@ -23,20 +29,55 @@ from textorch.models.time_major_rnn import (
 from textorch.models.rows import inverse_permutation, select_rows
 
 
-class WordVectorEmbedder(nn.Module):
+class Embedder(nn.Module):
+    """What every embedder offers beyond ``forward``; the defaults say "this route is not served".
+
+    * ``graph_inputs`` and :meth:`export_form`: the ONNX graph inputs it reads and an
+      export-friendly module computing its output from them (``onnx/export.py`` stacks these);
+    * ``serves_one_sequence`` and :meth:`one_sequence_vectors`: its ``(T, output_dim)`` output for
+      one encoded sequence, straight from the encoded ids (``models/one_sequence.py``);
+      ``reads_token_vectors``: that output is read from the call's character-encoder vectors.
+    """
+
+    graph_inputs: tuple[str, ...] = ()
+    serves_one_sequence = False
+    reads_token_vectors = False
+
+    def export_form(self) -> nn.Module:
+        raise ConfigError(f"ONNX export does not know the embedder {type(self).__name__}")
+
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        """``(T, output_dim)`` for ``item``, or None where a part the call needs is missing."""
+        raise NotImplementedError(f"{type(self).__name__} does not serve one-sequence calls")
+
+
+class WordVectorEmbedder(Embedder):
     """Pre-trained, frozen vectors gathered by the data pipeline (see ``WordTable``)."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.output_dim = dim
 
+    graph_inputs = ("word_vectors",)
+    serves_one_sequence = True
+
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.word_vectors is None:
             raise ValueError("this model needs word vectors but the batch has none")
         return batch.word_vectors
 
+    def export_form(self) -> nn.Module:
+        return nn.Identity()
 
-class CharBiLSTMEmbedder(nn.Module):
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        if item.word_ids is None or word_table is None:
+            return None
+        return torch.from_numpy(word_table.matrix[item.word_ids])
+
+
+class CharBiLSTMEmbedder(Embedder):
     """Character BiLSTM per token; final states of both directions form the token vector."""
 
     def __init__(self, n_chars: int, char_dim: int = 25, hidden: int = 25) -> None:
@@ -44,6 +85,19 @@ class CharBiLSTMEmbedder(nn.Module):
         self.embedding = nn.Embedding(n_chars, char_dim, padding_idx=0)
         self.lstm = nn.LSTM(char_dim, hidden, batch_first=True, bidirectional=True)
         self.output_dim = 2 * hidden
+
+    graph_inputs = ("char_ids",)
+    serves_one_sequence = True
+    reads_token_vectors = True
+
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        if token_vectors is None:
+            return None
+        return token_vectors.index_select(0, torch.from_numpy(item.type_ids))
+
+    def export_form(self) -> nn.Module:
+        return export_layers.CharBiLSTM(self)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return per_token(self.encode_rows, batch)
@@ -112,7 +166,7 @@ def per_token(encode_rows, batch: Batch) -> torch.Tensor:
     return encode_rows(batch.char_ids.reshape(b * l, c)).reshape(b, l, -1)
 
 
-class CharCNNEmbedder(nn.Module):
+class CharCNNEmbedder(Embedder):
     """Character convolution with max pooling over the token (Ma and Hovy's char CNN).
 
     ``padded_to`` > 0 reproduces DeLFT 1.x's variant, which imported models need: each token is
@@ -125,6 +179,21 @@ class CharCNNEmbedder(nn.Module):
         self.conv = nn.Conv1d(char_dim, filters, kernel_size=width, padding=width // 2)
         self.output_dim = filters
         self.padded_to = padded_to
+
+    graph_inputs = ("char_ids",)
+    serves_one_sequence = True
+    reads_token_vectors = True
+
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        if token_vectors is None:
+            return None
+        return token_vectors.index_select(0, torch.from_numpy(item.type_ids))
+
+    def export_form(self) -> nn.Module:
+        if self.padded_to:  # the graph's width follows the batch: DeLFT's pooling would change with it
+            raise ConfigError("ONNX export does not support DeLFT's character CNN (char_cnn_pooling 'padded')")
+        return export_layers.CharCNN(self)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return per_token(self.encode_rows, batch)
@@ -148,7 +217,7 @@ class CharCNNEmbedder(nn.Module):
         return pooled * present.to(pooled.dtype)
 
 
-class CasingEmbedder(nn.Module):
+class CasingEmbedder(Embedder):
     """Learned embedding of the coarse token shape (``encoding.casing_class``)."""
 
     def __init__(self, n_classes: int, dim: int = 8) -> None:
@@ -156,11 +225,21 @@ class CasingEmbedder(nn.Module):
         self.embedding = nn.Embedding(n_classes, dim, padding_idx=0)
         self.output_dim = dim
 
+    graph_inputs = ("casing_ids",)
+    serves_one_sequence = True
+
     def forward(self, batch: Batch) -> torch.Tensor:
         return self.embedding(batch.casing_ids)
 
+    def export_form(self) -> nn.Module:
+        return self.embedding
 
-class FeatureEmbedder(nn.Module):
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        return self.embedding(torch.from_numpy(item.casing_ids))
+
+
+class FeatureEmbedder(Embedder):
     """One small embedding per categorical feature column, concatenated then projected."""
 
     def __init__(self, vocab_sizes: list[int], dim: int = 4, output_dim: int = 32) -> None:
@@ -174,13 +253,25 @@ class FeatureEmbedder(nn.Module):
             raise ValueError("this model needs feature columns but the batch has none")
         return self.embed(batch.feature_ids)
 
+    graph_inputs = ("feature_ids",)
+    serves_one_sequence = True
+
     def embed(self, feature_ids: torch.Tensor) -> torch.Tensor:
         """``(B, L, F)`` feature ids -> ``(B, L, output_dim)`` (the ONNX export calls this too)."""
         parts = [emb(feature_ids[..., i]) for i, emb in enumerate(self.embeddings)]
         return linear(torch.cat(parts, dim=-1), self.projection.weight, self.projection.bias, "tanh")
 
+    def export_form(self) -> nn.Module:
+        return export_layers.Features(self)
 
-class FeatureLSTMEmbedder(nn.Module):
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        if item.feature_ids is None:
+            return None
+        return self.embed(torch.from_numpy(item.feature_ids[None]))[0]
+
+
+class FeatureLSTMEmbedder(Embedder):
     """DeLFT 1.x's feature channel: each column's value embedded, then a BiLSTM reads the
     columns of a token in order; the final states of both directions form the token vector."""
 

@@ -8,10 +8,10 @@ never has, and cuts the call into batches: a noticeable share of a one-sequence 
 from the start, so its labels and scores are the batch path's bit for bit (tested), and it
 serves only what it knows:
 
-* a :class:`SequenceTagger` whose embedders are word vectors, a character encoder read through
-  the call's token vectors, casing or feature columns, whose encoder is an LSTM and whose head a
-  CRF (every BiLSTM-CRF family architecture; GRUs, softmax heads and transformers keep the
-  batch path);
+* a :class:`SequenceTagger` whose embedders all serve one-sequence calls (each embedder's
+  ``one_sequence_vectors``: word vectors, a character encoder read through the call's token
+  vectors, casing, feature columns), whose encoder is an LSTM and whose head a CRF (every
+  BiLSTM-CRF family architecture; GRUs, softmax heads and transformers keep the batch path);
 * at call time, where the LSTM's laid-out weights serve the call (:func:`textorch.models.onednn_lstm.run_dtype`:
   CPU inference in float32), which a one-sequence call always runs in (``BF16_MIN_ROWS``).
 
@@ -26,20 +26,18 @@ from torch import nn
 from textorch.data.encoding import EncodedSequence
 from textorch.data.word_table import WordTable
 from textorch.models import onednn_lstm
-from textorch.models.embedders import CasingEmbedder, FeatureEmbedder, WordVectorEmbedder
+from textorch.models.embedders import Embedder
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead
 from textorch.models.time_major_rnn import time_major_layers
 from textorch.models.tagger import SequenceTagger
 
-_WORDS, _CHARS, _CASING, _FEATURES = "words", "chars", "casing", "features"
-
 
 class OneSequenceTagger:
     """``decode(one encoded sequence)`` for a model that :meth:`of` accepts."""
 
-    def __init__(self, model: SequenceTagger, parts: list[tuple[str, nn.Module]]) -> None:
-        self.parts = parts
+    def __init__(self, model: SequenceTagger) -> None:
+        self.embedders: list[Embedder] = list(model.embedders)
         self.rnn: nn.LSTM = model.encoder.rnn
         self.head: CRFHead = model.head
 
@@ -51,19 +49,12 @@ class OneSequenceTagger:
             return None
         if not isinstance(model.encoder, RecurrentEncoder) or not isinstance(model.encoder.rnn, nn.LSTM):
             return None
-        parts = []
         for embedder in model.embedders:
-            if isinstance(embedder, WordVectorEmbedder):
-                parts.append((_WORDS, embedder))
-            elif embedder is char_encoder:
-                parts.append((_CHARS, embedder))
-            elif isinstance(embedder, CasingEmbedder):
-                parts.append((_CASING, embedder))
-            elif isinstance(embedder, FeatureEmbedder):
-                parts.append((_FEATURES, embedder))
-            else:
+            if not getattr(embedder, "serves_one_sequence", False):
                 return None
-        return cls(model, parts)
+            if embedder.reads_token_vectors and embedder is not char_encoder:  # the call computes one table
+                return None
+        return cls(model)
 
     def decode(
         self, item: EncodedSequence, word_table: WordTable | None, token_vectors: torch.Tensor | None,
@@ -86,19 +77,9 @@ class OneSequenceTagger:
         order (``SequenceTagger.embed`` of a batch of it, time-major); None where a part is
         missing (the batch path then reports it)."""
         outputs = []
-        for kind, embedder in self.parts:
-            if kind == _WORDS:
-                if item.word_ids is None or word_table is None:
-                    return None
-                outputs.append(torch.from_numpy(word_table.matrix[item.word_ids]))
-            elif kind == _CHARS:
-                if token_vectors is None:
-                    return None
-                outputs.append(token_vectors.index_select(0, torch.from_numpy(item.type_ids)))
-            elif kind == _CASING:
-                outputs.append(embedder.embedding(torch.from_numpy(item.casing_ids)))
-            else:
-                if item.feature_ids is None:
-                    return None
-                outputs.append(embedder.embed(torch.from_numpy(item.feature_ids[None]))[0])
+        for embedder in self.embedders:
+            vectors = embedder.one_sequence_vectors(item, word_table, token_vectors)
+            if vectors is None:
+                return None
+            outputs.append(vectors)
         return torch.cat(outputs, dim=-1).unsqueeze(1)

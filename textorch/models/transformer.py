@@ -17,7 +17,7 @@ from torch import nn
 from textorch.data.batching import Batch
 from textorch.errors import ConfigError
 from textorch.models.cpu_linear import use_onednn_linears
-from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder
+from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, Embedder, FeatureEmbedder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
 from textorch.models.padded_rnn import GroupCosts, in_length_groups, length_groups
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # architectures.py imports this module to register the builde
     from textorch.models.architectures import Architecture
 
 
-class TransformerEmbedder(nn.Module):
+class TransformerEmbedder(Embedder):
     """First-sub-token vectors of each word, read from the window chosen by the data pipeline."""
 
     def __init__(self, encoder: nn.Module, hidden_size: int) -> None:
@@ -39,6 +39,12 @@ class TransformerEmbedder(nn.Module):
             encoder.pooler = None
         self.encoder = use_onednn_linears(encoder)
         self.output_dim = hidden_size
+
+    graph_inputs = ("input_ids", "attention_mask", "word_index")
+    """The sub-token windows and where each word is read in them."""
+
+    def export_form(self) -> nn.Module:
+        return _WindowWords(self)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         window_ids = getattr(batch, "window_ids", None)
@@ -136,3 +142,14 @@ def build_transformer_tagger_v1(
     head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
     tagger_class = SubtokenCRFTagger if crf_over_subtokens else SequenceTagger
     return tagger_class(nn.ModuleList(embedders), IdentityEncoder(input_dim), head_class(input_dim, n_labels), dropout)
+
+
+class _WindowWords(nn.Module):
+    """:meth:`TransformerEmbedder.words` as a module of the window tensors (its export form)."""
+
+    def __init__(self, embedder: TransformerEmbedder) -> None:
+        super().__init__()
+        self.embedder = embedder
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, word_index: torch.Tensor) -> torch.Tensor:
+        return self.embedder.words(input_ids, attention_mask, word_index)

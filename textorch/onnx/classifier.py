@@ -3,7 +3,7 @@
 Every member of an n-fold ensemble is in the one graph, combined as
 :class:`~textorch.models.classifiers.ClassifierEnsemble` combines them, so another program
 needs no knowledge of folds. Recurrent layers run on padded tensors
-(:mod:`textorch.onnx.layers`); the convolution, pooling and dense layers are the trained
+(:mod:`textorch.models.export_layers`); the convolution, pooling and dense layers are the trained
 modules themselves, which already respect the mask. See ``docs/onnx.md`` for the layout.
 """
 
@@ -25,7 +25,7 @@ from textorch.models.classifiers import (
     TransformerClassifierNet,
 )
 from textorch.onnx.files import DESCRIPTION_FILE, TOKENIZER_FILE, Graph, describe, tokenizer_json, write_export
-from textorch.onnx.layers import PaddedRNN, last_step
+from textorch.models.export_layers import PaddedRNN, last_step
 
 TEXT_TOKENIZER = {
     "kind": "textorch",

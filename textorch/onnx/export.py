@@ -1,6 +1,6 @@
 """Export a tagger to ONNX: the network up to the emissions, plus plain-JSON vocabularies.
 
-Recurrent taggers are exported through the padded equivalents of :mod:`textorch.onnx.layers`;
+Recurrent taggers are exported through the padded equivalents of :mod:`textorch.models.export_layers`;
 transformer taggers export their Hugging Face encoder as traced, with the sub-token windows as
 inputs and the tokenizer's own ``tokenizer.json`` beside the graph. Decoding (CRF Viterbi or
 softmax) stays outside the graph, so any program can run it from ``crf.json``. See
@@ -15,17 +15,9 @@ import torch
 from torch import nn
 
 from textorch.errors import ConfigError
-from textorch.models.embedders import (
-    CasingEmbedder,
-    CharBiLSTMEmbedder,
-    CharCNNEmbedder,
-    FeatureEmbedder,
-    WordVectorEmbedder,
-)
 from textorch.models.encoders import IdentityEncoder, RecurrentEncoder
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
-from textorch.models.transformer import TransformerEmbedder
 from textorch.onnx.files import (  # noqa: F401  (the constants are part of this module's API)
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -38,43 +30,9 @@ from textorch.onnx.files import (  # noqa: F401  (the constants are part of this
     tokenizer_json,
     write_export,
 )
-from textorch.onnx.layers import CharBiLSTM, CharCNN, Features, PaddedBiRNN
+from textorch.models.export_layers import PaddedBiRNN
 
 __all__ = ["ExportableTagger", "PaddedBiRNN", "export_labeler"]
-
-WINDOW_INPUTS = ("input_ids", "attention_mask", "word_index")
-"""Inputs of a transformer tagger's encoder: the sub-token windows and where each word is read."""
-
-
-class _Words(nn.Module):
-    """:class:`TransformerEmbedder` on the window tensors instead of a batch."""
-
-    def __init__(self, embedder: TransformerEmbedder) -> None:
-        super().__init__()
-        self.embedder = embedder
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, word_index: torch.Tensor) -> torch.Tensor:
-        return self.embedder.words(input_ids, attention_mask, word_index)
-
-
-def _part(embedder: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
-    """The export-friendly module of one embedder and the graph inputs it reads."""
-    if isinstance(embedder, WordVectorEmbedder):
-        return nn.Identity(), ("word_vectors",)
-    if isinstance(embedder, TransformerEmbedder):
-        return _Words(embedder), WINDOW_INPUTS
-    if isinstance(embedder, CharBiLSTMEmbedder):
-        return CharBiLSTM(embedder), ("char_ids",)
-    if isinstance(embedder, CharCNNEmbedder):
-        if embedder.padded_to:  # the graph's width follows the batch: DeLFT's pooling would change with it
-            raise ConfigError("ONNX export does not support DeLFT's character CNN (char_cnn_pooling 'padded')")
-        return CharCNN(embedder), ("char_ids",)
-    if isinstance(embedder, CasingEmbedder):
-        return embedder.embedding, ("casing_ids",)
-    if isinstance(embedder, FeatureEmbedder):
-        return Features(embedder), ("feature_ids",)
-    raise ConfigError(f"ONNX export does not know the embedder {type(embedder).__name__}")
-
 
 class ExportableTagger(nn.Module):
     """Emissions of a :class:`SequenceTagger` from plain tensors, in export-friendly operations.
@@ -86,9 +44,9 @@ class ExportableTagger(nn.Module):
 
     def __init__(self, tagger: SequenceTagger) -> None:
         super().__init__()
-        parts = [_part(embedder) for embedder in tagger.embedders]
-        self.parts = nn.ModuleList(module for module, _ in parts)
-        self.part_inputs = [names for _, names in parts]
+        # Each embedder knows its export form and the graph inputs it reads (models/embedders.py).
+        self.parts = nn.ModuleList(embedder.export_form() for embedder in tagger.embedders)
+        self.part_inputs = [embedder.graph_inputs for embedder in tagger.embedders]
         self.input_names: list[str] = list(dict.fromkeys(n for names in self.part_inputs for n in names)) + ["mask"]
         if isinstance(tagger.encoder, RecurrentEncoder):
             self.encoder: nn.Module | None = PaddedBiRNN(tagger.encoder.rnn)

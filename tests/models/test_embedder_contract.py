@@ -1,0 +1,62 @@
+"""Every embedder of every architecture answers the routes' contract itself (models/embedders.Embedder).
+
+The one-sequence tagger and the ONNX export no longer ask an embedder's type: they call its
+``one_sequence_vectors`` and ``export_form``. These tests hold each built embedder to that: it is
+an ``Embedder``; where it serves one-sequence calls its vectors equal ``forward`` on a batch of
+that one sequence; where it has an export form that form computes ``forward``'s output from its
+graph inputs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from test_architectures import DELFT_NAMES, SMALL
+from textorch.data.corpus import Corpus
+from textorch.errors import ConfigError
+from textorch.models.architectures import get_architecture
+from textorch.models.embedders import Embedder
+from textorch.tagging.config import DataConfig, ModelConfig
+from textorch.tagging.labeler import SequenceLabeler
+
+RECURRENT = [name for name in DELFT_NAMES if not get_architecture(name).uses_transformer]
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_each_embedder_serves_the_routes_it_claims(name: str, corpus: Corpus) -> None:
+    labeler = SequenceLabeler.build(corpus, ModelConfig(architecture=name, **SMALL), DataConfig(), seed=1)
+    labeler.model.eval()
+    sequence = corpus.sequences[0]
+    data = labeler.encode([sequence])
+    batch = data.batch([0])
+    char_encoder = labeler._char_encoder()
+    token_vectors = data.token_vectors(char_encoder, labeler.device, labeler.token_vector_cache)
+    with torch.inference_mode():
+        for embedder in labeler.model.embedders:
+            assert isinstance(embedder, Embedder), type(embedder).__name__
+            expected = embedder(batch)[0]  # (T, D) of the batch of one
+            if embedder.serves_one_sequence:
+                vectors = embedder.one_sequence_vectors(data.encoded[0], data.word_table, token_vectors)
+                assert torch.equal(vectors, expected), type(embedder).__name__
+            try:
+                form = embedder.export_form()
+            except ConfigError:
+                continue
+            inputs = [_graph_input(batch, name) for name in embedder.graph_inputs]
+            assert torch.allclose(form(*inputs)[0], expected, atol=1e-6), type(embedder).__name__
+
+
+def _graph_input(batch, name: str) -> torch.Tensor:
+    """The batch tensor an ONNX graph input of that name is fed from."""
+    return {"word_vectors": batch.word_vectors, "char_ids": batch.char_ids, "casing_ids": batch.casing_ids,
+            "feature_ids": batch.feature_ids}[name]
+
+
+def test_an_embedder_without_an_export_form_is_refused_by_name() -> None:
+    class Unknown(Embedder):
+        pass
+
+    with pytest.raises(ConfigError, match="does not know the embedder Unknown"):
+        Unknown().export_form()
+    assert not Unknown.serves_one_sequence
