@@ -3,14 +3,12 @@
 A tagging call allocates and frees tensors of a few megabytes (a padded batch of long GROBID
 headers, the character table of a file). glibc serves blocks above its mmap threshold with
 fresh pages and gives them back to the kernel when freed, and trims the top of its heap as soon
-as enough is free there; the next call then faults the same memory back in, zero-filled. Here
-(one thread, AMD EPYC, processes alternated) tagging CoNLL-2003's test set at batch 256 took
-2.4-9.6k page faults a pass (4-19 ms of kernel time; 264-279 ms a pass), GROBID name-header
-at batch 32 0.65-1.2k (24.0-24.8 ms); how many depended on the process, one of the reasons two
-processes timed the same call 15-25 % apart. With glibc's thresholds set where its own rules
-would take them at most (below), 68-98 faults and 250-259 ms, 13-16 faults and 22.0-22.1 ms;
-peak memory 0-2 MB higher; training unchanged within noise (CoNLL-2003, 2 epochs of 4,000
-sentences: 21.0-23.3k against 23.0-23.4k tokens/s).
+as enough is free there; the next call then faults the same memory back in, zero-filled. Those
+faults cost kernel time on every call, and how many there are depends on the process's heap
+history, so two processes time the same call differently. With glibc's thresholds set where its
+own rules would take them at most (below), that memory stays in the heap from one call to the
+next: tagging calls take fewer faults and time more steadily, for a peak memory barely higher;
+training is not affected (docs/performance.md).
 
 PyTorch's own CPU launcher gets the same effect by preloading jemalloc or tcmalloc; textorch
 cannot choose the allocator of a running process, so it calls ``mallopt`` at the start of its
@@ -74,7 +72,7 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     # Both, never the trim threshold alone: setting either freezes glibc's moving mmap threshold,
-    # and frozen at its 128 KB start it made CoNLL-2003 tagging 1.7x slower (91k faults a pass).
+    # and frozen at its 128 KB start every large tensor would be mapped afresh on every call.
     done = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     logger.debug("allocator: mmap threshold %d, trim threshold %d: %s", MMAP_THRESHOLD, TRIM_THRESHOLD,
                  "set" if done else "refused")

@@ -5,9 +5,8 @@ each pays the per-call overhead of the network; gathered, they cost little more 
 requests arrive concurrently, the first request of a batch waits up to ``window_s`` for others,
 the batch closes early at ``max_batch_size`` sequences, and while a batch runs the next one fills
 up. A request that finds the model idle and nobody else waiting runs at once: a lone client
-(GROBID on one thread) would otherwise pay the whole window on every request, for no company
-(date model, one client, 5 ms window: 131 requests/s and 7.4 ms median latency, against 538
-requests/s and 1.8 ms without the wait).
+(GROBID on one thread) would otherwise pay the whole window on every request, for no company:
+its latency would be the window rather than the model's time (docs/performance.md).
 
 Inference runs in a worker thread (one for the whole server, shared by all models) so that the
 event loop keeps accepting requests while the model computes; that is what lets batches form.

@@ -170,8 +170,9 @@ def available_cores() -> int:
 def threads_per_worker(ctx: DistContext) -> int:
     """CPU threads for one process: the machine's cores shared among the processes on it.
 
-    Two workers with two threads each on two cores oversubscribe and ran 20x slower in a
-    trial; one thread each does not. Under SLURM, ``--cpus-per-task`` is already per process.
+    More threads than cores oversubscribe them: the workers' threads then wait on each other and
+    training runs many times slower, so each process gets its share of the cores (at least
+    one). Under SLURM, ``--cpus-per-task`` is already per process.
     """
     if "SLURM_CPUS_PER_TASK" in os.environ and _slurm_context(os.environ) is not None:
         return max(int(os.environ["SLURM_CPUS_PER_TASK"]), 1)
