@@ -1,15 +1,17 @@
 """Export-friendly equivalents of the layers that pack sequences (each embedder's ``export_form``).
 
-The training networks pack sequences (``pack_padded_sequence``), which the ONNX exporter does
-not translate. These modules compute the same thing on right-padded tensors instead: each
+The networks' recurrent layers choose their route from each batch's lengths, packing some
+batches (``pack_padded_sequence``, see :mod:`textorch.models.packing_rule`): a traced graph
+cannot follow that choice, and the ONNX exporter does not translate packed sequences. These
+modules compute the same thing on right-padded tensors instead: each
 bidirectional RNN is split into its two directions, and the backward direction reads every
 sequence reversed *within its own length* (a gather), so it never sees padding. They hold the
 trained modules' own weights (shared or copied), never new ones.
 
 In the exported graph a bidirectional RNN is one native ONNX ``LSTM``/``GRU`` node with
 ``sequence_lens`` (it reverses each sequence within its length itself), not the traced
-two-direction version: the traced one spent most of a one-sequence call in about a hundred
-shape and gather nodes (ONNX Runtime: 266 us against 174 us per CoNLL sentence, same outputs).
+two-direction version: the traced one added about a hundred shape and gather nodes, which
+made one-sequence calls markedly slower for the same outputs (docs/performance.md).
 """
 from __future__ import annotations
 

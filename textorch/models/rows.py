@@ -1,8 +1,9 @@
 """Picking rows of a tensor by index, the way that is cheap on the CPU.
 
 Advanced indexing (``x[index]``) goes through ``aten::index``, which on the CPU copies element
-by element: picking 6,144 rows of 150 floats took 3.4 ms against 0.2 ms for ``index_select``
-(a row copy), and its gradient (``index_put_`` with accumulation) 3-4 ms more. The recurrent
+by element, and its gradient is an ``index_put_`` with accumulation, slower still;
+``index_select`` copies whole rows, many times faster for rows of a few hundred floats
+(docs/performance.md). The recurrent
 layers pick rows several times per batch (reversing each sequence within its length, grouping
 rows by length, gathering each token's character vector), so these helpers stand in for
 ``x[index]`` on those paths.

@@ -112,13 +112,10 @@ ENGINES = ("torch", "onnx", "auto")
 
 AUTO_ONNX_MAX_TOKENS = 1024
 """``--engine auto``: calls of at most this many tokens run in ONNX Runtime, larger ones in
-PyTorch. Measured on the benchmark suite's BidLSTM_CRF models (one thread, fresh tokens every
-call, time per call, PyTorch / ONNX): CoNLL-2003 1 sentence 991 / 381 us, 16 sentences (199
-tokens) 3.6 / 2.65 ms, 64 (860 tokens) 10.3 / 9.7 ms, 128 (1,811 tokens) 16.8 / 19.5 ms, the
-whole test file 1.55x faster in PyTorch (which encodes each distinct token's characters once
-per call, where the graph encodes every occurrence); GROBID date 1 sequence 703 / 195 us, its
-whole test file (244 tokens) 3.8 / 3.0 ms; name-header 1 sequence 1088 / 372 us, 128 (1,267
-tokens) 17.7 / 16.3 ms, 256 (2,534) 28.9 / 29.5 ms."""
+PyTorch. ONNX Runtime costs less per call, which decides small calls; PyTorch encodes each
+distinct token's characters once per call where the graph encodes every occurrence, which
+decides large calls, whose tokens repeat. The cut lies where the two engines met on the
+benchmark suite's BidLSTM_CRF models (docs/performance.md)."""
 
 
 def check_engine(engine: str, device: torch.device | str = "cpu", quantized: bool = False,
@@ -182,11 +179,9 @@ def attach_auto(predictor, model_dir: str | Path, threads: int | None = None) ->
         logger.warning("--engine auto: %s runs every call in PyTorch: no ONNX model (%s: %s)",
                        model_dir, type(exc).__name__, exc)
         return None
-    # A classifier keeps ONNX Runtime for every call: it was faster at every call size measured
-    # (untrained models of default sizes, one thread, time per call, PyTorch / ONNX): GRU on
-    # citations 1 text 1.67 / 0.29 ms, 64 texts 29.1 / 11.2 ms, 512 texts 155 / 83 ms (PyTorch's
-    # CPU GRU runs step by step, without oneDNN); CNN 0.49 / 0.22, 7.5 / 5.4, 45.6 / 39.6 ms;
-    # licences alike (512 texts: GRU 136 / 63 ms, CNN 35.6 / 29.5 ms).
+    # A classifier keeps ONNX Runtime for every call: it was faster at every call size measured,
+    # GRU and CNN alike (PyTorch's CPU GRU runs step by step, without oneDNN; see
+    # docs/performance.md).
     if _task(predictor) != "text_classification":
         predictor.runner = AutoRunner(predictor.runner)
     return directory
