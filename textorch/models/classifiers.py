@@ -5,9 +5,9 @@ a pooling to one vector per text, and a dense head. ``gru`` is "BiGRU, dropout, 
 pooling, dense"; no class per architecture. Saved models name a versioned builder
 (``text_classifier.v1``, ``transformer_classifier.v1``) so later releases keep loading them.
 
-Every layer respects padding (packed RNNs, zeroed inputs before convolutions, masked pooling),
-so a text's scores do not depend on which other texts share its batch: predictions are the same
-whatever the batch size or the process that computes them.
+Every layer respects padding (RNNs never read it, convolutions see zeroed inputs, pooling is
+masked), so a text's scores do not depend on which other texts share its batch: predictions are
+the same whatever the batch size or the process that computes them.
 
 Differences from DeLFT's Keras models, on purpose: no recurrent (state) dropout, which cuDNN
 cannot run (dropout is applied between layers instead); "same" padding for every convolution and
