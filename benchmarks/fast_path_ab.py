@@ -94,11 +94,28 @@ def _off(name: str) -> contextlib.AbstractContextManager:
         "train_word_groups": [(padded_rnn, "length_groups", word_groups_off)],
         "crf_numba_vs_numpy": [(crf_numpy, "current_decoder", lambda: None)],
         "crf_numpy_vs_torch": [(crf.CRF, "cpu_best_paths", _torch_crf_decode)],
+        "char_time_major": [(padded_rnn, "time_major_final_states", _batch_first_final_states)],
         "crf_numpy_train_loss": [(crf.CRF, "_log_partition_numpy", staticmethod(lambda *a: None))],
         "fast_dropout": [(tagger.FastDropout, "forward",
                           lambda self, x: torch.nn.functional.dropout(x, self.p, self.training))],
     }
+    table["crf_numpy_alone_vs_torch"] = table["crf_numpy_vs_torch"]
     return patched(*table[name])
+
+
+ON_VARIANT = {"crf_numpy_alone_vs_torch": "crf_numba_vs_numpy"}
+"""Paths whose "on" variant is itself a patch: the NumPy decoder is timed with Numba switched off."""
+
+
+def _batch_first_final_states(rnn, x, lengths):  # noqa: ANN001, ANN202
+    """``padded_rnn._final_states``'s general branch: batch-first outputs, last steps gathered."""
+    from textorch.models import padded_rnn
+
+    out = padded_rnn.padded_rnn(rnn, x, lengths)
+    hidden = rnn.hidden_size
+    last = (lengths - 1).clamp(min=0)
+    forward_final = padded_rnn.gather_time(out, last.unsqueeze(1)).squeeze(1)[:, :hidden]
+    return torch.cat([forward_final, out[:, 0, hidden:]], dim=-1)
 
 
 def _torch_crf_decode(self, emissions, lengths, with_confidence=True):  # noqa: ANN001, ANN202
@@ -125,6 +142,8 @@ PATHS: dict[str, tuple[str, ...]] = {
     "train_word_groups": ("train",),
     "crf_numba_vs_numpy": INFERENCE_ROWS,
     "crf_numpy_vs_torch": INFERENCE_ROWS,
+    "crf_numpy_alone_vs_torch": INFERENCE_ROWS,
+    "char_time_major": ("batch32", "one-new"),
     "crf_numpy_train_loss": ("train",),
     "fast_dropout": ("train",),
 }
@@ -181,11 +200,9 @@ def ab(rows: Rows, path: str, model: str, row: str, pairs: int) -> dict:
     for i in range(pairs + 1):
         first_on = i % 2 == 0
         for variant in ((True, False) if first_on else (False, True)):
-            if variant:
+            switch = _off(path) if not variant else _off(ON_VARIANT[path]) if path in ON_VARIANT else contextlib.nullcontext()
+            with switch:
                 t = rows.run(model, row)
-            else:
-                with _off(path):
-                    t = rows.run(model, row)
             if i:
                 (on if variant else off).append(t)
     med_on, med_off = statistics.median(on), statistics.median(off)
