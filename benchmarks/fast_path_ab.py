@@ -7,7 +7,10 @@ name-header and date) at batch 32 and 256 over their test files, 300 one-sequenc
 tokens and over tokens seen before, and a short training row (optimizer steps on a CoNLL-2003
 subset). Alternating in one process keeps a second job on the machine from favouring either.
 
-    PYTHONPATH=. python benchmarks/fast_path_ab.py --pairs 7 [--paths crf_kernel one_sequence]
+    PYTHONPATH=. python benchmarks/fast_path_ab.py --pairs 7 --first-call 3 [--paths row_buckets ...]
+
+The paths listed are those that earned their keep (issue #29); the ones removed were measured by
+this script as of commit a1d979a (docs/performance.md has both tables).
 
 Prints a table (median on/off in ms, gain = off / on, min in brackets) and writes
 ``benchmarks/results/fast-paths-<commit>.json``. The CRF kernels' first-call cost is measured in
@@ -62,60 +65,24 @@ def patched(*replacements: tuple[object, str, object]) -> Iterator[None]:
 
 def _off(name: str) -> contextlib.AbstractContextManager:
     """The general route for fast path ``name``: its decision patched to say no."""
-    from textorch.models import crf, crf_numpy, embedders, onednn_lstm, padded_rnn, tagger
-    from textorch.models import cpu_linear, time_major_rnn
+    from textorch.models import crf, onednn_lstm, padded_rnn
     from textorch.tagging import labeler
-
-    def general_decode(self, batch, with_scores=True):  # noqa: ANN001, ANN202
-        return self.head.decode(self.encode(batch), batch.mask, with_scores)
 
     def no_buckets(run: Callable, x: torch.Tensor, row_dim: int) -> torch.Tensor:
         return run(x)
 
-    def word_groups_off(lengths, costs=padded_rnn.length_groups.__defaults__[0]):  # noqa: ANN001, ANN202
-        return None if costs is padded_rnn.WORD_GROUP_COSTS else _length_groups(lengths, costs)
-
-    def char_groups_off(lengths, costs=padded_rnn.length_groups.__defaults__[0]):  # noqa: ANN001, ANN202
+    def char_groups_off(lengths: torch.Tensor, costs: object) -> list[torch.Tensor] | None:
         return None if costs is padded_rnn.FINAL_STATE_GROUP_COSTS else _length_groups(lengths, costs)
 
     _length_groups = padded_rnn.length_groups
     table = {
         "laid_out_lstm": [(onednn_lstm, "run_dtype", lambda rnn, x: None)],
-        "time_major_decode": [(tagger.SequenceTagger, "decode", general_decode)],
-        "one_sequence": [(labeler.SequenceLabeler, "_tag_one_sequence", lambda self, data, with_scores: None)],
-        "small_char_table": [(embedders.CharBiLSTMEmbedder, "_small_table_states", lambda self, rows: None)],
-        "both_directions": [(time_major_rnn, "both_directions_pay", lambda *a: False),
-                            (embedders, "both_directions_pay", lambda *a: False)],
-        "onednn_linear": [(cpu_linear, "_onednn_dtype", lambda x, w: None)],
-        "packing_rule": [(padded_rnn, "packs", lambda *a: False), (time_major_rnn, "packs", lambda *a: False)],
-        "row_buckets": [(padded_rnn, "in_row_buckets", no_buckets), (time_major_rnn, "in_row_buckets", no_buckets)],
+        "row_buckets": [(padded_rnn, "in_row_buckets", no_buckets)],
         "inference_groups": [(labeler, "group_costs", lambda *a, **k: None)],
         "char_length_groups": [(padded_rnn, "length_groups", char_groups_off)],
-        "train_word_groups": [(padded_rnn, "length_groups", word_groups_off)],
-        "crf_numba_vs_numpy": [(crf_numpy, "current_decoder", lambda: None)],
-        "crf_numpy_vs_torch": [(crf.CRF, "cpu_best_paths", _torch_crf_decode)],
-        "char_time_major": [(padded_rnn, "time_major_final_states", _batch_first_final_states)],
-        "crf_numpy_train_loss": [(crf.CRF, "_log_partition_numpy", staticmethod(lambda *a: None))],
-        "fast_dropout": [(tagger.FastDropout, "forward",
-                          lambda self, x: torch.nn.functional.dropout(x, self.p, self.training))],
+        "crf_kernel_vs_torch": [(crf.CRF, "cpu_best_paths", _torch_crf_decode)],
     }
-    table["crf_numpy_alone_vs_torch"] = table["crf_numpy_vs_torch"]
     return patched(*table[name])
-
-
-ON_VARIANT = {"crf_numpy_alone_vs_torch": "crf_numba_vs_numpy"}
-"""Paths whose "on" variant is itself a patch: the NumPy decoder is timed with Numba switched off."""
-
-
-def _batch_first_final_states(rnn, x, lengths):  # noqa: ANN001, ANN202
-    """``padded_rnn._final_states``'s general branch: batch-first outputs, last steps gathered."""
-    from textorch.models import padded_rnn
-
-    out = padded_rnn.padded_rnn(rnn, x, lengths)
-    hidden = rnn.hidden_size
-    last = (lengths - 1).clamp(min=0)
-    forward_final = padded_rnn.gather_time(out, last.unsqueeze(1)).squeeze(1)[:, :hidden]
-    return torch.cat([forward_final, out[:, 0, hidden:]], dim=-1)
 
 
 def _torch_crf_decode(self, emissions, lengths, with_confidence=True):  # noqa: ANN001, ANN202
@@ -130,22 +97,10 @@ def _torch_crf_decode(self, emissions, lengths, with_confidence=True):  # noqa: 
 # Where each path acts: the rows worth timing it on.
 PATHS: dict[str, tuple[str, ...]] = {
     "laid_out_lstm": INFERENCE_ROWS,
-    "time_major_decode": ("batch32", "batch256"),
-    "one_sequence": ("one-new", "one-seen"),
-    "small_char_table": ("one-new",),
-    "both_directions": ("one-new",),
-    "onednn_linear": ("batch32", "batch256"),
-    "packing_rule": ("batch32", "batch256"),
     "row_buckets": ("batch32", "batch256", "train"),
     "inference_groups": ("batch32", "batch256"),
     "char_length_groups": ("batch32", "batch256", "train"),
-    "train_word_groups": ("train",),
-    "crf_numba_vs_numpy": INFERENCE_ROWS,
-    "crf_numpy_vs_torch": INFERENCE_ROWS,
-    "crf_numpy_alone_vs_torch": INFERENCE_ROWS,
-    "char_time_major": ("batch32", "one-new"),
-    "crf_numpy_train_loss": ("train",),
-    "fast_dropout": ("train",),
+    "crf_kernel_vs_torch": INFERENCE_ROWS,
 }
 
 
@@ -200,8 +155,7 @@ def ab(rows: Rows, path: str, model: str, row: str, pairs: int) -> dict:
     for i in range(pairs + 1):
         first_on = i % 2 == 0
         for variant in ((True, False) if first_on else (False, True)):
-            switch = _off(path) if not variant else _off(ON_VARIANT[path]) if path in ON_VARIANT else contextlib.nullcontext()
-            with switch:
+            with contextlib.nullcontext() if variant else _off(path):
                 t = rows.run(model, row)
             if i:
                 (on if variant else off).append(t)
@@ -229,15 +183,16 @@ print(first, time.perf_counter() - started)
 
 
 def first_call(repeats: int) -> list[dict]:
-    """A fresh process's first tagging call (date and CoNLL-2003, batch 32), compiled decoder
-    loaded on that call (``TEXTORCH_CRF_FIRST=numba``) against NumPy throughout, alternating."""
+    """A fresh process's first tagging call (date and CoNLL-2003, batch 32): the compiled CRF
+    decoder loaded on that call against a process without it (``TEXTORCH_DISABLE_NUMBA=1``:
+    the decoder that stands in), alternating."""
     results = []
     for model in ("date", "conll"):
-        times: dict[str, list[tuple[float, float]]] = {"numba": [], "numpy": []}
+        times: dict[str, list[tuple[float, float]]] = {"numba": [], "no-numba": []}
         for i in range(repeats):
-            for kernel in (("numba", "numpy") if i % 2 == 0 else ("numpy", "numba")):
-                env = dict(os.environ, TEXTORCH_DISABLE_NUMBA="1" if kernel == "numpy" else "0")
-                code = FIRST_CALL if kernel == "numpy" else FIRST_CALL.replace(
+            for kernel in (("numba", "no-numba") if i % 2 == 0 else ("no-numba", "numba")):
+                env = dict(os.environ, TEXTORCH_DISABLE_NUMBA="1" if kernel == "no-numba" else "0")
+                code = FIRST_CALL if kernel == "no-numba" else FIRST_CALL.replace(
                     "started = time.perf_counter()\nlabeler.predict", "started = time.perf_counter()\n"
                     "from textorch.models.crf_compiled import preload; preload()\nlabeler.predict", 1)
                 out = subprocess.run([sys.executable, "-c", code, *MODELS[model], CACHE_DIR], env=env, check=True,
@@ -282,7 +237,7 @@ def main() -> None:
                       f"{r['median_off_ms']:8.1f} ({r['min_off_ms']:6.1f}) {r['gain']:6.2f}", flush=True)
     first = first_call(args.first_call) if args.first_call else []
     for r in first:
-        print(f"first call {r['model']:12} {r['kernel']:6} {r['first_call_ms']:8.1f} ms, second {r['second_call_ms']:8.1f} ms")
+        print(f"first call {r['model']:12} {r['kernel']:8} {r['first_call_ms']:8.1f} ms, second {r['second_call_ms']:8.1f} ms")
     load_after = os.getloadavg()
     print(f"load average before {load_before}, after {load_after}")
     output = Path(args.output or Path(__file__).resolve().parent / "results" / f"fast-paths-{_commit()}.json")

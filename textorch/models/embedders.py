@@ -6,20 +6,10 @@ configuration, not a class.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 from textorch.data.batching import Batch
-from textorch.models import onednn_lstm
-from textorch.models.cpu_linear import CpuLinear, linear
-from textorch.models.length_groups import FINAL_STATE_GROUP_COSTS
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
-from textorch.models.time_major_rnn import (
-    both_directions_pay,
-    both_directions_time_major,
-    time_major_last_steps,
-    time_major_read_back,
-)
 from textorch.models.rows import inverse_permutation, select_rows
 
 
@@ -50,11 +40,6 @@ class CharBiLSTMEmbedder(nn.Module):
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """``(N, C)`` character ids -> ``(N, output_dim)``; all-padding rows give zeros."""
-        if rows.device.type == "cpu" and not self.training and not (
-                torch.is_grad_enabled() and self.embedding.weight.requires_grad):
-            small = self._small_table_states(rows)
-            if small is not None:
-                return small
         char_lengths = (rows != 0).sum(dim=1)
         present = char_lengths > 0
         if rows.shape[0] and bool(present.all()):  # the usual case: nothing to mask or scatter back
@@ -69,35 +54,6 @@ class CharBiLSTMEmbedder(nn.Module):
         """Final BiLSTM states of rows that all have characters (``lengths`` >= 1)."""
         tokens = self.embedding(rows[:, : int(lengths.max())])
         return rnn_final_states(self.lstm, tokens, lengths).to(self.embedding.weight.dtype)
-
-    def _small_table_states(self, rows: torch.Tensor) -> torch.Tensor | None:
-        """:meth:`encode_rows` of a small table at CPU inference (a one-sequence call's new tokens),
-        or None where the general route must run (under autocast, tables with an empty row, tables
-        past ``time_major_rnn.BOTH_DIRECTIONS_MAX_WORK`` or a length group's cost).
-
-        The general route embeds the rows, then reverses them within their lengths and sets the
-        two side by side for one call of both LSTM directions: on a few rows of a few characters
-        each of those tensor steps costs more than its arithmetic. Here each row's ids and the
-        same row read backwards are set side by side in NumPy, time-major, and looked up by one
-        embedding call, which gives the very input of that one call: the same outputs, bit for
-        bit, with fewer small operators (docs/performance.md)."""
-        ids = rows.numpy()
-        lengths = (ids != 0).sum(axis=1)
-        count = len(lengths)
-        if not count or self.lstm.num_layers != 1 or lengths.min() == 0:
-            return None
-        steps = int(lengths.max())
-        if count * steps > FINAL_STATE_GROUP_COSTS.group_cost:  # the general route might cut it into groups
-            return None
-        if not both_directions_pay(self.lstm, count, steps, self.embedding.embedding_dim):
-            return None
-        forward = ids[:, :steps].T  # time-major (T, N)
-        backward = forward[time_major_read_back(lengths, steps), np.arange(count)]
-        x = self.embedding(torch.from_numpy(np.stack([forward, backward], axis=-1))).reshape(steps, count, -1)
-        if onednn_lstm.run_dtype(self.lstm, x) is not torch.float32:
-            return None
-        both = both_directions_time_major(self.lstm, x)
-        return both.reshape(steps * count, -1).index_select(0, time_major_last_steps(lengths))
 
 
 def per_token(encode_rows, batch: Batch) -> torch.Tensor:
@@ -151,7 +107,7 @@ class FeatureEmbedder(nn.Module):
     def __init__(self, vocab_sizes: list[int], dim: int = 4, output_dim: int = 32) -> None:
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(size, dim, padding_idx=0) for size in vocab_sizes)
-        self.projection = CpuLinear(dim * len(vocab_sizes), output_dim)
+        self.projection = nn.Linear(dim * len(vocab_sizes), output_dim)
         self.output_dim = output_dim
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -162,7 +118,7 @@ class FeatureEmbedder(nn.Module):
     def embed(self, feature_ids: torch.Tensor) -> torch.Tensor:
         """``(B, L, F)`` feature ids -> ``(B, L, output_dim)`` (the ONNX export calls this too)."""
         parts = [emb(feature_ids[..., i]) for i, emb in enumerate(self.embeddings)]
-        return linear(torch.cat(parts, dim=-1), self.projection.weight, self.projection.bias, "tanh")
+        return torch.tanh(self.projection(torch.cat(parts, dim=-1)))
 
 
 run_packed_rnn = rnn_outputs
