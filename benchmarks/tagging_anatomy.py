@@ -9,7 +9,7 @@ a stream of one-sequence calls (new tokens: character vectors emptied before the
 suite times it; and tokens seen before), each the median of ``--repeats`` passes. Within the
 same passes, the time spent inside the calls that do the arithmetic: oneDNN's recurrent layer
 (``onednn_lstm._run``: the word and character BiLSTMs) and the dense layers
-(``cpu_linear.linear``), timed by wrapping those two functions (a clock read around each call);
+(``torch.nn.functional.linear``), timed by wrapping those two functions (a clock read around each call);
 "the rest" is the whole time less those (encoding, batching, small operators, the CRF, Python).
 Operators per call come from one more pass under ``torch.profiler``. The machine's speed may
 drift between passes: each pass's shares are its own, and the medians are taken per column.
@@ -44,7 +44,7 @@ from common import machine, print_table, write_json  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.runtime.malloc_tuning import keep_freed_memory  # noqa: E402
-from textorch.models import cpu_linear, onednn_lstm  # noqa: E402
+from textorch.models import onednn_lstm  # noqa: E402
 
 
 class KernelClock:
@@ -56,7 +56,7 @@ class KernelClock:
         self._originals: list[tuple[object, str, Callable]] = []
 
     def __enter__(self) -> "KernelClock":
-        for module, name, kind in ((onednn_lstm, "_run", "lstm"), (cpu_linear, "linear", "dense")):
+        for module, name, kind in ((onednn_lstm, "_run", "lstm"), (torch.nn.functional, "linear", "dense")):
             original = getattr(module, name)
             self._originals.append((module, name, original))
             setattr(module, name, self._timed(original, kind))

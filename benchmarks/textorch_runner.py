@@ -195,7 +195,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
     if args.engine == "auto" and used != "auto":  # the rows would time PyTorch under another name
         raise SystemExit("--engine auto found no ONNX model to use (see the log)")
     # Steady state, as in a long tagging job or a server: the compiled CRF decoder is loaded
-    # where it would be (a short process decodes with NumPy, see textorch.models.crf_compiled).
+    # before the timing, as `textorch serve` does (otherwise the first call would load it).
     labeler.preload_crf_decoder()
     rss_loaded = peak_rss_mb()
     sequences = read_for_tagging(args.input, args.format, labeler).sequences

@@ -207,8 +207,8 @@ def test_windows_of_similar_length_run_together_with_the_same_outputs(corpus: Co
     """At inference the encoder runs groups of windows of similar length, each cut to its own
     longest (``TransformerEmbedder.windows``); every real position must get what the one padded
     call gives. Training keeps the one call."""
-    from textorch.models import transformer
-    from textorch.models.padded_rnn import GroupCosts
+    from textorch.models import costs
+    from textorch.models.costs import GroupCosts
 
     bert = write_tiny_bert(tmp_path / "bert", _words(corpus), max_positions=LIMIT, layers=2, seed=5)
     labeler = SequenceLabeler.build(corpus, ModelConfig(architecture="BERT", transformer=str(bert)), DataConfig())
@@ -227,10 +227,10 @@ def test_windows_of_similar_length_run_together_with_the_same_outputs(corpus: Co
 
     monkeypatch.setattr(embedder.encoder, "forward", counted)
     with torch.no_grad():
-        monkeypatch.setattr(transformer, "WINDOW_GROUP_COSTS", GroupCosts(1.0, 1.0, max_groups=1))
+        monkeypatch.setattr(costs, "WINDOW_GROUP_COSTS", GroupCosts(1.0, 1.0, max_groups=1))
         one_call = embedder.windows(batch.window_ids, batch.window_mask)
         assert calls == [tuple(batch.window_ids.shape)]
-        monkeypatch.setattr(transformer, "WINDOW_GROUP_COSTS", GroupCosts(0.0, 0.0, max_groups=4))
+        monkeypatch.setattr(costs, "WINDOW_GROUP_COSTS", GroupCosts(0.0, 0.0, max_groups=4))
         grouped = embedder.windows(batch.window_ids, batch.window_mask)
     assert len(calls) > 2 and max(width for _, width in calls[1:]) == batch.window_ids.shape[1]
     assert min(width for _, width in calls[1:]) < batch.window_ids.shape[1]  # shorter groups, shorter calls

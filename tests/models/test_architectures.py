@@ -107,9 +107,6 @@ def test_only_bilstm_crf_taggers_preload_the_compiled_crf_decoder(
     labeler = SequenceLabeler.build(corpus, _model_config(name, bert_dir), DataConfig())
     assert labeler.preload_crf_decoder() is preloads
     assert crf_compiled.compiled_decoder.cache_info().currsize == int(preloads)
-    monkeypatch.setattr(crf_compiled, "_tagging_seconds", 0.0)
-    labeler.predict(corpus.sequences[:2])  # tagging calls report their time, against which a CRF's share is weighed
-    assert crf_compiled._tagging_seconds > 0
 
 
 def test_transformer_weights_are_fine_tuned_and_saved(corpus: Corpus, bert_dir: Path, tmp_path: Path) -> None:

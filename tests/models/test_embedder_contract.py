@@ -1,10 +1,8 @@
-"""Every embedder of every architecture answers the routes' contract itself (models/embedders.Embedder).
+"""Every embedder of every architecture answers the export route itself (models/embedders.Embedder).
 
-The one-sequence tagger and the ONNX export no longer ask an embedder's type: they call its
-``one_sequence_vectors`` and ``export_form``. These tests hold each built embedder to that: it is
-an ``Embedder``; where it serves one-sequence calls its vectors equal ``forward`` on a batch of
-that one sequence; where it has an export form that form computes ``forward``'s output from its
-graph inputs.
+The ONNX export does not ask an embedder's type: it calls its ``export_form``. These tests hold
+each built embedder to that: it is an ``Embedder``, and where it has an export form, that form
+computes ``forward``'s output from its graph inputs.
 """
 
 from __future__ import annotations
@@ -24,21 +22,16 @@ RECURRENT = [name for name in DELFT_NAMES if not get_architecture(name).uses_tra
 
 
 @pytest.mark.parametrize("name", RECURRENT)
-def test_each_embedder_serves_the_routes_it_claims(name: str, corpus: Corpus) -> None:
+def test_each_embedder_has_its_export_form_or_refuses_by_name(name: str, corpus: Corpus) -> None:
     labeler = SequenceLabeler.build(corpus, ModelConfig(architecture=name, **SMALL), DataConfig(), seed=1)
     labeler.model.eval()
     sequence = corpus.sequences[0]
     data = labeler.encode([sequence])
     batch = data.batch([0])
-    char_encoder = labeler._char_encoder()
-    token_vectors = data.token_vectors(char_encoder, labeler.device, labeler.token_vector_cache)
     with torch.inference_mode():
         for embedder in labeler.model.embedders:
             assert isinstance(embedder, Embedder), type(embedder).__name__
             expected = embedder(batch)[0]  # (T, D) of the batch of one
-            if embedder.serves_one_sequence:
-                vectors = embedder.one_sequence_vectors(data.encoded[0], data.word_table, token_vectors)
-                assert torch.equal(vectors, expected), type(embedder).__name__
             try:
                 form = embedder.export_form()
             except ConfigError:
@@ -59,4 +52,3 @@ def test_an_embedder_without_an_export_form_is_refused_by_name() -> None:
 
     with pytest.raises(ConfigError, match="does not know the embedder Unknown"):
         Unknown().export_form()
-    assert not Unknown.serves_one_sequence

@@ -12,7 +12,8 @@ import pytest
 from textorch.tagging import labeler as labeler_module
 from textorch.data.batching import sorted_batches
 from textorch.data.corpus import TokenSequence
-from textorch.models.inference_batches import INFERENCE_GROUP_COSTS, group_costs, inference_batches
+from textorch.models.costs import INFERENCE_GROUP_COSTS
+from textorch.models.inference_batches import group_costs, inference_batches
 from textorch.tagging.labeler import SequenceLabeler
 
 
@@ -52,7 +53,7 @@ def test_batches_of_similar_lengths_are_not_cut_and_the_switch_turns_cutting_off
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert group_costs(cpu, has_transformer=False) is INFERENCE_GROUP_COSTS
     assert group_costs(gpu, has_transformer=False) is None and group_costs(cpu, has_transformer=True) is None
-    from textorch.onnx.engine import ONNX_GROUP_COSTS
+    from textorch.models.costs import ONNX_GROUP_COSTS
 
     assert group_costs(cpu, False, ONNX_GROUP_COSTS) is ONNX_GROUP_COSTS and group_costs(gpu, False, ONNX_GROUP_COSTS) is None
 

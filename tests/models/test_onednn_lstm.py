@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from textorch.runtime.precision import cpu_has_native_bf16
-from textorch.models import onednn_lstm, packing_rule, padded_rnn, time_major_rnn
+from textorch.models import onednn_lstm, padded_rnn
 from textorch.models.onednn_lstm import applies, lstm_direction, laid_out_lstm_available
 
 needs_layout = pytest.mark.skipif(not laid_out_lstm_available(), reason="this torch build cannot lay out LSTM weights")
@@ -218,110 +218,19 @@ def test_an_optimizer_step_is_seen_even_fused(monkeypatch: pytest.MonkeyPatch) -
 
 
 @needs_layout
-@pytest.mark.parametrize("layers", [1, 2])
-@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 9, 9, 9, 8, 8, 8, 8, 7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 4]])
-def test_time_major_outputs_equal_the_batch_first_ones_on_every_real_position(layers: int, lengths: list[int]) -> None:
-    """Rows read backwards by a flip (no padding) or an index (padding; 19 rows: run padded to a
-    bucket of 20), one or two layers: ``rnn_outputs``' values at every real position."""
-    rnn = _lstm(layers=layers)
-    lengths_t = torch.tensor(lengths)
-    x = torch.randn(len(lengths), 9, 6, generator=torch.Generator().manual_seed(len(lengths) + layers))
-    x = x * (torch.arange(9)[None, :] < lengths_t[:, None]).unsqueeze(-1)  # zeros at padding, as batches have
-    with torch.inference_mode():
-        got = padded_rnn.time_major_outputs(rnn, x, lengths_t)
-        expected = padded_rnn.rnn_outputs(rnn, x, lengths_t)
-    assert got is not None and got.shape == (9, len(lengths), 10)
-    real = torch.arange(9)[None, :] < lengths_t[:, None]
-    assert torch.allclose(got.transpose(0, 1)[real], expected[real], atol=1e-6, rtol=0)
-    assert torch.isfinite(got).all()  # what lies past a length is never read, but must not be NaN
-
-
-def test_time_major_outputs_decline_where_only_the_ordinary_path_applies() -> None:
-    """None (the caller then runs ``rnn_outputs``): GRUs, training, autocast, and batches that
-    are mostly padding (those pack)."""
-    x = torch.randn(4, 10, 6)
-    lengths = torch.tensor([10, 9, 8, 7])
-    torch.manual_seed(0)
-    gru = nn.GRU(6, 5, batch_first=True, bidirectional=True).eval()
-    lstm = _lstm()
-    mostly_padding = torch.tensor([10] + [1] * 63)
-    with torch.inference_mode():
-        assert padded_rnn.time_major_outputs(gru, x, lengths) is None
-        assert padded_rnn.time_major_outputs(lstm, x, lengths) is not None
-        assert packing_rule.packs(lstm, x[:1].expand(64, -1, -1), mostly_padding)
-        assert padded_rnn.time_major_outputs(lstm, x[:1].expand(64, -1, -1), mostly_padding) is None
-        with torch.autocast("cpu", dtype=torch.float16):
-            assert padded_rnn.time_major_outputs(lstm, x, lengths) is None
-    assert padded_rnn.time_major_outputs(_lstm().train(), x, lengths) is None
-
-
-@needs_layout
-@pytest.mark.parametrize("one_call", [True, False])
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("lengths", [[4, 4, 4], [9, 1, 4, 7, 2, 9, 3, 3, 5, 8, 6, 1, 2, 2, 4, 7, 9, 1, 5]])
-def test_final_states_at_inference_run_time_major_and_equal_the_packed_ones(
-    monkeypatch: pytest.MonkeyPatch, one_call: bool, bidirectional: bool, lengths: list[int]
-) -> None:
-    """Character-encoder final states at CPU inference (no padding: a flip; unsorted padded
-    rows, 19 run as a bucket of 20), both directions in one call (small tables) or two:
-    ``h_n`` of the packed LSTM, each direction's."""
+def test_final_states_at_inference_equal_the_packed_ones(bidirectional: bool, lengths: list[int]) -> None:
+    """Character-encoder final states at CPU inference, laid-out weights (no padding: a flip;
+    unsorted padded rows, 19 run as a bucket of 20): ``h_n`` of the packed LSTM, each direction's."""
     torch.manual_seed(3)
     rnn = nn.LSTM(6, 5, batch_first=True, bidirectional=bidirectional).eval()
     lengths_t = torch.tensor(lengths)
     x = torch.randn(len(lengths), max(lengths), 6, generator=torch.Generator().manual_seed(len(lengths)))
-    taken: list[int] = []
-    real = padded_rnn.time_major_final_states
-    monkeypatch.setattr(padded_rnn, "time_major_final_states", lambda *a: taken.append(1) or real(*a))
-    monkeypatch.setattr(time_major_rnn, "BOTH_DIRECTIONS_MAX_WORK", 10**9 if one_call else 0)
-    joint: list[int] = []
-    both = onednn_lstm.both_directions_time_major
-    monkeypatch.setattr(onednn_lstm, "both_directions_time_major", lambda *a: joint.append(1) or both(*a))
     with torch.inference_mode():
         got = padded_rnn.final_states(rnn, x, lengths_t)
         _, (h_n, _) = rnn(nn.utils.rnn.pack_padded_sequence(x, lengths_t, batch_first=True, enforce_sorted=False))
-    assert taken == [1]
-    assert joint == ([1] if one_call and bidirectional else [])
     assert torch.allclose(got, torch.cat(list(h_n), dim=-1), atol=1e-6, rtol=0)
-
-
-@needs_layout
-@pytest.mark.parametrize("steps, rows", [(1, 1), (7, 3), (5, 20)])
-def test_both_directions_in_one_call_equal_each_direction_alone(steps: int, rows: int) -> None:
-    """Block-diagonal weights: the doubled LSTM's halves are the two directions' own outputs
-    (input and hidden sizes differ, so a misplaced block would show)."""
-    rnn = _lstm(input_size=7, hidden=5)
-    generator = torch.Generator().manual_seed(steps * rows)
-    forward_in, backward_in = (torch.randn(steps, rows, 7, generator=generator) for _ in range(2))
-    with torch.inference_mode():
-        both = onednn_lstm.both_directions_time_major(rnn, torch.cat([forward_in, backward_in], dim=-1), 0)
-        forward = onednn_lstm.time_major_direction(rnn, forward_in, 0, "")
-        backward = onednn_lstm.time_major_direction(rnn, backward_in, 0, "_reverse")
-    assert both.shape == (steps, rows, 10)
-    assert torch.allclose(both[..., :5], forward, atol=1e-6, rtol=0)
-    assert torch.allclose(both[..., 5:], backward, atol=1e-6, rtol=0)
-
-
-@needs_layout
-def test_the_joint_weights_are_made_once_then_again_when_either_direction_changes() -> None:
-    rnn = _lstm(input_size=4, hidden=3)
-    x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(4))
-
-    def expected() -> torch.Tensor:
-        return torch.cat([onednn_lstm.time_major_direction(rnn, x[..., :4], 0, ""),
-                          onednn_lstm.time_major_direction(rnn, x[..., 4:], 0, "_reverse")], dim=-1)
-
-    with torch.inference_mode():
-        first = onednn_lstm.both_directions_time_major(rnn, x, 0)
-        entry = onednn_lstm._laid_out[rnn][(0, "both", torch.float32)]
-        assert torch.equal(onednn_lstm.both_directions_time_major(rnn, x, 0), first)
-        assert onednn_lstm._laid_out[rnn][(0, "both", torch.float32)] is entry
-    with torch.no_grad():
-        rnn.weight_hh_l0_reverse.mul_(-1.0)  # the backward direction only, in place
-    with torch.inference_mode():
-        changed = onednn_lstm.both_directions_time_major(rnn, x, 0)
-        assert onednn_lstm._laid_out[rnn][(0, "both", torch.float32)] is not entry
-        assert torch.allclose(changed, expected(), atol=1e-6, rtol=0)
-        assert not torch.allclose(changed[..., 3:], first[..., 3:], atol=1e-4)
 
 
 BF16_TOLERANCE = 3e-2
@@ -380,21 +289,16 @@ def test_bf16_autocast_keeps_torch_lstm_where_the_cpu_would_emulate_it(monkeypat
 
 @needs_bf16_layout
 @pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 9, 9, 9, 8, 8, 8, 8, 7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 4]])
-def test_time_major_outputs_under_bf16_autocast_equal_the_ordinary_ones(lengths: list[int]) -> None:
-    """The word BiLSTM of a ``--precision bf16`` tagging call: bfloat16 outputs, as autocast's
-    ``torch.lstm`` gives them on every real position, the input converted once."""
+def test_final_states_under_bf16_autocast_equal_the_ordinary_ones(lengths: list[int]) -> None:
+    """The character BiLSTM of a ``--precision bf16`` tagging call: final states as autocast's
+    ``torch.lstm`` gives them."""
     rnn = _lstm(input_size=12, hidden=8, seed=5)
     x = torch.randn(len(lengths), 9, 12, generator=torch.Generator().manual_seed(len(lengths)))
     lengths_t = torch.tensor(lengths)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        got = padded_rnn.time_major_outputs(rnn, x, lengths_t)
-        finals = padded_rnn.time_major_final_states(rnn, x, lengths_t)
+        finals = padded_rnn.final_states(rnn, x, lengths_t)
     with torch.inference_mode():
-        expected = padded_rnn.masked_padded_rnn(rnn, x, lengths_t)
         expected_finals = padded_rnn.final_states(rnn, x, lengths_t)
-    assert got is not None and got.dtype == torch.bfloat16
-    for row, n in enumerate(lengths):
-        assert torch.allclose(got[:n, row].float(), expected[row, :n], atol=BF16_TOLERANCE, rtol=0)
     assert torch.allclose(finals.float(), expected_finals, atol=BF16_TOLERANCE, rtol=0)
 
 

@@ -5,23 +5,21 @@ tagger's time-major route gives the batch-first route's answers."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from short_sequences import short_sequences
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from textorch.models import inference_batches, length_groups, packing_rule, padded_rnn
+from textorch.models import costs as cost_constants
+from textorch.models import length_groups, padded_rnn
 from textorch.models.padded_rnn import (
     final_states,
     masked_padded_rnn,
     rnn_final_states,
     rnn_outputs,
 )
-from textorch.tagging.labeler import SequenceLabeler
 
 
 @pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
@@ -57,35 +55,6 @@ def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidire
     with torch.inference_mode():  # tagging takes the same unpacked route
         assert torch.allclose(rnn_final_states(rnn, x, lengths), expected_final, atol=1e-6)
         assert torch.allclose(rnn_outputs(rnn, x, lengths), expected, atol=1e-6)
-
-
-@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
-def test_training_rnn_in_length_groups_equals_packed_outputs_and_gradients(cell: type) -> None:
-    """A heavy-tailed batch (one 60-step row among short ones) runs in length groups when
-    training; outputs and gradients equal the packed computation's."""
-    torch.manual_seed(4)
-    rnn = cell(6, 4, batch_first=True, bidirectional=True)
-    lengths = torch.tensor([3, 60, 2, 5, 4, 3, 1, 6, 2, 5, 3, 4])
-    assert padded_rnn.length_groups(lengths) is not None
-    x = torch.randn(len(lengths), 60, 6, requires_grad=True)
-    weights = torch.randn(len(lengths), 60, 8)  # a loss that weighs every output differently
-
-    def grads_of(run) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        rnn.zero_grad()
-        x.grad = None
-        out = run()
-        (out * weights).sum().backward()
-        return out.detach(), [p.grad.clone() for p in rnn.parameters()] + [x.grad.clone()]
-
-    def packed() -> torch.Tensor:
-        out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
-        return pad_packed_sequence(out, batch_first=True, total_length=60)[0]
-
-    expected, expected_grads = grads_of(packed)
-    got, got_grads = grads_of(lambda: rnn_outputs(rnn, x, lengths))
-    assert torch.allclose(got, expected, atol=1e-6)
-    for g, e in zip(got_grads, expected_grads):
-        assert torch.allclose(g, e, atol=1e-5)
 
 
 def test_bucketed_rows_round_up_to_four_sizes_per_doubling() -> None:
@@ -161,29 +130,28 @@ def test_quick_bound_never_keeps_one_block_when_a_split_is_cheaper() -> None:
 
 def test_quick_bound_settles_short_tagging_batches() -> None:
     """GROBID date's test batches (32 rows of 1-4 and of 4-8 tokens) need no search."""
-    costs = inference_batches.INFERENCE_GROUP_COSTS
+    costs = cost_constants.INFERENCE_GROUP_COSTS
     for sizes in ([1] * 4 + [2] * 16 + [3] * 7 + [4] * 5, [4] * 9 + [5] * 16 + [7] * 5 + [8] * 2):
         assert length_groups._one_block_is_cheapest(np.array(sizes), costs)
-    assert not length_groups._one_block_is_cheapest(np.array([5, 7, 9, 873] + [10] * 28), padded_rnn.WORD_GROUP_COSTS)
+    assert not length_groups._one_block_is_cheapest(np.array([5, 7, 9, 873] + [10] * 28), costs)
 
 
 def test_length_groups_split_heavy_tails_only() -> None:
-    groups = padded_rnn.length_groups(torch.tensor([5, 7, 9, 873] + [10] * 28))
+    costs = cost_constants.INFERENCE_GROUP_COSTS
+    groups = padded_rnn.length_groups(torch.tensor([5, 7, 9, 873] + [10] * 28), costs)
     assert groups is not None and [g.tolist() for g in groups][-1] == [3]  # the long one alone
     assert sorted(torch.cat(groups).tolist()) == list(range(32))
-    assert padded_rnn.length_groups(torch.tensor([14, 15, 16, 17, 18, 19, 20, 21] * 4)) is None
-    assert padded_rnn.length_groups(torch.tensor([7])) is None
+    assert padded_rnn.length_groups(torch.tensor([14, 15, 16, 17, 18, 19, 20, 21] * 4), costs) is None
+    assert padded_rnn.length_groups(torch.tensor([7]), costs) is None
 
 
-@pytest.mark.parametrize("cell, lengths, packs", [
-    (nn.LSTM, [9, 9, 9], False), (nn.LSTM, [9, 8, 7, 9], False),
-    (nn.LSTM, [9, 1, 2, 1], False), (nn.LSTM, [9] + [1, 2] * 20, True),
-    (nn.GRU, [9, 8, 7, 9], False), (nn.GRU, [9, 1, 2, 1], True),
+@pytest.mark.parametrize("cell, lengths", [
+    (nn.LSTM, [9, 9, 9]), (nn.LSTM, [9, 8, 7, 9]), (nn.LSTM, [9, 1, 2, 1]), (nn.LSTM, [9] + [1, 2] * 20),
+    (nn.GRU, [9, 8, 7, 9]), (nn.GRU, [9, 1, 2, 1]),
 ])
-def test_tagging_outputs_equal_packed_whether_padded_or_packed(cell: type, lengths: list[int], packs: bool) -> None:
-    """No padding (fused call), little padding (unpacked directions), mostly padding: an LSTM
-    packs only with many rows (the step-by-step kernel costs more than a few padded rows), a
-    GRU, which steps through time either way, with a few."""
+def test_tagging_outputs_equal_packed(cell: type, lengths: list[int]) -> None:
+    """No padding (fused call), little padding, mostly padding: the unpacked directions give
+    the packed outputs at every position."""
     torch.manual_seed(1)
     rnn = cell(7, 5, batch_first=True, bidirectional=True)
     x = torch.randn(len(lengths), 9, 7)
@@ -192,48 +160,6 @@ def test_tagging_outputs_equal_packed_whether_padded_or_packed(cell: type, lengt
     expected = pad_packed_sequence(expected, batch_first=True, total_length=9)[0]
     with torch.inference_mode():
         got = rnn_outputs(rnn, x, n)
-        packed = packing_rule.packs(rnn, x, n)
     assert torch.allclose(got, expected, atol=1e-6)
-    assert packed == packs
 
 
-def test_tagging_through_time_major_rows_equals_the_batch_first_path(
-    tiny_conll: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A BiLSTM-CRF tagger's rows go from the BiLSTM to the CRF time-major on the CPU: in batches
-    with and without padding (``RecurrentEncoder.time_major``) and in one-sequence calls
-    (``OneSequenceTagger``). The reference run takes neither route: the batch path with the
-    batch-first BiLSTM, for the one-sequence call too. Same labels and confidences."""
-    from textorch.models.encoders import RecurrentEncoder
-    from textorch.models.one_sequence import OneSequenceTagger
-
-    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4)
-    sequences = short_sequences() * 6  # 24 sequences of 1 to 7 tokens: batches of 4 with and without padding
-    taken: list[bool] = []
-    time_major = RecurrentEncoder.time_major
-
-    def counted(self, x, lengths):
-        out = time_major(self, x, lengths)
-        if out is not None:
-            taken.append(int(lengths.min()) < x.shape[1])  # padded or not
-        return out
-
-    served: list[bool] = []
-    decode = OneSequenceTagger.decode
-    monkeypatch.setattr(RecurrentEncoder, "time_major", counted)
-    monkeypatch.setattr(OneSequenceTagger, "decode", lambda *a, **k: served.append(1) or decode(*a, **k))
-
-    def tag() -> list:
-        return labeler.predict(sequences, batch_size=4) + [labeler.predict([s], batch_size=1)[0] for s in sequences[:4]]
-
-    fast = tag()
-    if padded_rnn.onednn_lstm.laid_out_lstm_available():
-        assert True in taken and False in taken and len(served) == 4
-    monkeypatch.setattr(RecurrentEncoder, "time_major", lambda self, x, lengths: None)
-    monkeypatch.setattr(SequenceLabeler, "_tag_one_sequence", lambda self, data, with_scores: None)
-    taken.clear()
-    served.clear()
-    ordinary = tag()
-    assert taken == [] and served == []
-    assert [p.labels for p in fast] == [p.labels for p in ordinary]
-    assert np.allclose([x for p in fast for x in p.scores], [x for p in ordinary for x in p.scores], atol=1e-6, rtol=0)

@@ -108,8 +108,8 @@ def test_tagging_after_a_weight_write_answers_as_a_network_built_with_the_new_we
 
 @pytest.mark.parametrize("write", list(WRITES))
 def test_lstm_outputs_after_a_weight_write_equal_a_fresh_lstms(write: str) -> None:
-    """The word BiLSTM at tagging: one unpadded row (direction by direction) and a padded batch
-    (time-major), weights laid out before the write."""
+    """The word BiLSTM at tagging: one unpadded row and a padded batch (direction by direction),
+    and the final states a character encoder reads, weights laid out before the write."""
     torch.manual_seed(0)
     rnn = nn.LSTM(6, 5, batch_first=True, bidirectional=True).eval()
     x = torch.randn(3, 7, 6, generator=torch.Generator().manual_seed(1))
@@ -118,7 +118,7 @@ def test_lstm_outputs_after_a_weight_write_equal_a_fresh_lstms(write: str) -> No
     def outputs(module: nn.LSTM) -> list[torch.Tensor]:
         with torch.inference_mode():
             return [padded_rnn.rnn_outputs(module, x[:1], lengths[:1]),
-                    padded_rnn.time_major_outputs(module, x, lengths), padded_rnn.rnn_outputs(module, x, lengths)]
+                    padded_rnn.rnn_final_states(module, x, lengths), padded_rnn.rnn_outputs(module, x, lengths)]
 
     before = outputs(rnn)
     WRITES[write](rnn, seed=3)

@@ -269,7 +269,7 @@ def test_model_specs(model_dirs: dict[str, Path]) -> None:
 
 def test_serving_a_tagger_loads_the_compiled_crf_decoder_up_front(model_dirs: dict[str, Path],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not after 0.4 s of NumPy decoding, as a short process would: before the first request."""
+    """Before the first request, which would otherwise pay for loading Numba."""
     from textorch.models import crf_compiled
 
     monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)

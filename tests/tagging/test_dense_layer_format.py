@@ -48,10 +48,12 @@ def test_v1_directories_load_without_the_dense_layer_and_v2_is_written(tiny_conl
 
 def test_bad_dense_and_dropout_settings_are_refused() -> None:
     from textorch.errors import ConfigError
-    from textorch.models.tagger import FastDropout
+    from torch import nn
+
+    from textorch.models.tagger import SequenceTagger
     from textorch.tagging.config import ModelConfig
 
     with pytest.raises(ConfigError, match="dense_hidden must be >= 0"):
         ModelConfig(dense_hidden=-1)
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
-        FastDropout(1.0)
+        SequenceTagger(nn.ModuleList(), nn.Identity(), nn.Identity(), 1.0)

@@ -31,7 +31,8 @@ from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError
 from textorch.eval.cls_metrics import ClassCounts
 from textorch.models.inference_batches import group_costs, inference_batches
-from textorch.runtime.precision import batch_precision, inference_autocast
+from textorch.models.costs import batch_precision
+from textorch.runtime.precision import inference_autocast
 from textorch.classification.api import ClassifierAPI
 from textorch.classification.config import ClsDataConfig, ClsModelConfig, saved_configs
 from textorch.model_dir import load_checked, load_weights, save_model_dir

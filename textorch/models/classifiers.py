@@ -25,7 +25,6 @@ from torch.nn import functional as F
 
 from textorch.data.cls_batching import ClsBatch
 from textorch.errors import ConfigError
-from textorch.models.cpu_linear import CpuLinear, use_onednn_linears
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
 
 
@@ -263,11 +262,11 @@ def build_text_classifier_v1(
     if arch.pooled_dropout:
         parts.append(nn.Dropout(dropout))
     if arch.dense:
-        parts += [CpuLinear(dim, dense_size), nn.ReLU()]
+        parts += [nn.Linear(dim, dense_size), nn.ReLU()]
         dim = dense_size
     if arch.head_dropout:
         parts.append(nn.Dropout(dropout))
-    parts.append(CpuLinear(dim, n_classes))
+    parts.append(nn.Linear(dim, n_classes))
     return TextClassifierNet(word_input, nn.ModuleList(layers), pooling, nn.Sequential(*parts))
 
 
@@ -277,9 +276,9 @@ class TransformerClassifierNet(nn.Module):
 
     def __init__(self, encoder: nn.Module, n_classes: int, dropout: float = 0.1) -> None:
         super().__init__()
-        self.encoder = use_onednn_linears(encoder)
+        self.encoder = encoder
         self.dropout = nn.Dropout(dropout)
-        self.output = CpuLinear(int(encoder.config.hidden_size), n_classes)
+        self.output = nn.Linear(int(encoder.config.hidden_size), n_classes)
 
     def forward(self, batch: ClsBatch) -> torch.Tensor:
         return self.logits(batch.token_ids, batch.mask.long())

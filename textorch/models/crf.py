@@ -18,11 +18,10 @@ tensor operations, and T (the number of tags) is small, tens at most. The loop r
 times, not B * L, so the cost per step is a few kernel launches whatever the batch size;
 the dependency between consecutive steps would prevent parallelising over time anyway.
 
-On the CPU two paths leave PyTorch for NumPy, where a small array operation costs about a
-microsecond instead of several: decoding (:meth:`CRF.best_paths_with_confidence`) and, in
-training, ``log Z`` with its gradient (:meth:`CRF.neg_log_likelihood`, from the posteriors of one
-forward-backward pass). Both fall back to the log-space code here when scores are too far
-apart for them, and the tests hold each to it.
+This module is the reference CRF: training everywhere, decoding on GPUs, and the oracle of the
+tests. Tagging on the CPU decodes with one compiled kernel (:func:`cpu_best_paths_of_arrays`,
+:mod:`textorch.models.crf_compiled`), whose rows fall back to the recursions here where its
+scaled arithmetic would underflow.
 """
 
 from __future__ import annotations
@@ -32,6 +31,9 @@ import logging
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+from textorch.models.crf_compiled import compiled_decoder
+from textorch.models.crf_compiled import decode as compiled_decode
 
 logger = logging.getLogger(__name__)
 
@@ -77,54 +79,14 @@ class CRF(nn.Module):
         if tags.shape != mask.shape:
             raise ValueError(f"tags shape {tuple(tags.shape)} != mask shape {tuple(mask.shape)}")
         trans, start, end = self._params(em.dtype)
-        log_z = self._log_partition_numpy(em, mask, trans, start, end) if em.device.type == "cpu" else None
-        if log_z is None:
-            alphas = self._forward_alphas(em, mask, trans, start)
-            log_z = torch.logsumexp(alphas[:, -1] + end, dim=-1)
+        alphas = self._forward_alphas(em, mask, trans, start)
+        log_z = torch.logsumexp(alphas[:, -1] + end, dim=-1)
         return log_z - self._gold_score(em, tags, mask, trans, start, end)
-
-    @staticmethod
-    def _log_partition_numpy(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> Tensor | None:
-        """``log Z`` with its gradient from one NumPy forward-backward pass (see
-        :func:`textorch.models.crf_numpy.log_partition`): the CRF loss and gradient of a CoNLL-2003
-        batch went from 1.7 to 1.0 ms (about 3 % of a training step). None when the scores are
-        too far apart for it."""
-        from textorch.models.crf_numpy import log_partition
-
-        lengths = mask.to(torch.int64).sum(dim=1).numpy()
-        result = log_partition(em.detach().numpy(), lengths, trans.detach().numpy(), start.detach().numpy(),
-                               end.detach().numpy())
-        if result is None:
-            return None
-        return _PosteriorGradient.apply(em, trans, start, end, result)
 
     def decode(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Viterbi best paths ``(B, L)`` (0 beyond each length) and their scores ``(B,)``."""
         em, mask = self._prepare(emissions, mask)
-        trans, start, end = self._params(em.dtype)
-        batch, length, num_tags = em.shape
-        identity = torch.arange(num_tags, device=em.device).expand(batch, num_tags)
-
-        score = start + em[:, 0]
-        backpointers: list[Tensor] = []
-        for t in range(1, length):
-            # best[b, j] = max_i score[b, i] + trans[i, j]
-            best, best_prev = (score.unsqueeze(2) + trans).max(dim=1)
-            step_mask = mask[:, t].unsqueeze(1)
-            score = torch.where(step_mask, best + em[:, t], score)
-            # At padded steps the pointer is the identity: the backtrack then walks
-            # through the padding unchanged and reaches each sequence's true last tag
-            # without any per-sequence indexing.
-            backpointers.append(torch.where(step_mask, best_prev, identity))
-
-        best_score, current = (score + end).max(dim=1)
-        path = [current]
-        for pointers in reversed(backpointers):
-            current = pointers.gather(1, current.unsqueeze(1)).squeeze(1)
-            path.append(current)
-        path.reverse()
-        paths = torch.stack(path, dim=1).masked_fill(~mask, 0)
-        return paths, best_score
+        return _viterbi(em, mask, *self._params(em.dtype))
 
     def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
         """Posterior ``P(y_t = k | x)`` per position, ``(B, L, T)``, zero at padding.
@@ -133,12 +95,7 @@ class CRF(nn.Module):
         the Viterbi score alone cannot: it is unnormalised and grows with length.
         """
         em, mask = self._prepare(emissions, mask)
-        trans, start, end = self._params(em.dtype)
-        alphas = self._forward_alphas(em, mask, trans, start)
-        betas = self._backward_betas(em, mask, trans, end)
-        log_z = torch.logsumexp(alphas[:, -1] + end, dim=-1)
-        log_marg = alphas + betas - log_z[:, None, None]
-        return log_marg.exp().masked_fill(~mask.unsqueeze(2), 0.0)
+        return _marginals(em, mask, *self._params(em.dtype))
 
     def best_paths_with_confidence(
         self, emissions: Tensor, mask: Tensor, with_confidence: bool = True
@@ -146,11 +103,11 @@ class CRF(nn.Module):
         """Viterbi paths ``(B, L)`` and the posterior of each chosen tag ``(B, L)``, for tagging
         (None with ``with_confidence=False``: evaluation needs the labels only).
 
-        On the CPU this runs :mod:`textorch.models.crf_numpy` (same results, several times
-        cheaper for tagging-sized inputs); elsewhere :meth:`decode` and :meth:`marginals`.
+        On the CPU this runs the compiled kernel (:func:`cpu_best_paths_of_arrays`: same results,
+        far fewer operator calls); elsewhere :meth:`decode` and :meth:`marginals`.
         """
         if emissions.device.type == "cpu" and not emissions.requires_grad:
-            self._check_shapes(emissions, mask)  # the decoders never read padded positions
+            self._check_shapes(emissions, mask)  # the kernel never reads padded positions
             return self.cpu_best_paths(emissions, mask.to(torch.int64).sum(dim=1), with_confidence)
         paths, _ = self.decode(emissions, mask)
         if not with_confidence:
@@ -162,14 +119,12 @@ class CRF(nn.Module):
         self, emissions: Tensor, lengths: Tensor, with_confidence: bool = True
     ) -> tuple[Tensor, Tensor | None]:
         """:meth:`best_paths_with_confidence` on the CPU for rows of ``lengths`` (>= 1, a CPU
-        tensor): :mod:`textorch.models.crf_numpy`, which never reads past a row's length, so
+        tensor): :func:`cpu_best_paths_of_arrays`, which never reads past a row's length, so
         ``emissions`` may hold anything there (and be a strided view)."""
-        from textorch.models.crf_numpy import viterbi_with_confidence
-
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags or lengths.shape != emissions.shape[:1]:
             raise ValueError(f"emissions must be (batch, length, {self.num_tags}) with one length per row, got "
                              f"{tuple(emissions.shape)} and {tuple(lengths.shape)} lengths")
-        paths, confidence = viterbi_with_confidence(
+        paths, confidence = cpu_best_paths_of_arrays(
             emissions.detach().float().numpy(), lengths.numpy(), self.transitions.detach().numpy(),
             self.start_transitions.detach().numpy(), self.end_transitions.detach().numpy(), with_confidence,
         )
@@ -258,23 +213,76 @@ class CRF(nn.Module):
         return score + end[last_tags]
 
 
-class _PosteriorGradient(torch.autograd.Function):
-    """``log Z`` computed outside autograd, with its gradient given by the posteriors that came
-    with it (:class:`textorch.models.crf_numpy.LogPartition`)."""
+def _viterbi(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> tuple[Tensor, Tensor]:
+    """:meth:`CRF.decode` on prepared emissions (padding zeroed) and parameters of their dtype."""
+    batch, length, num_tags = em.shape
+    identity = torch.arange(num_tags, device=em.device).expand(batch, num_tags)
+    score = start + em[:, 0]
+    backpointers: list[Tensor] = []
+    for t in range(1, length):
+        # best[b, j] = max_i score[b, i] + trans[i, j]
+        best, best_prev = (score.unsqueeze(2) + trans).max(dim=1)
+        step_mask = mask[:, t].unsqueeze(1)
+        score = torch.where(step_mask, best + em[:, t], score)
+        # At padded steps the pointer is the identity: the backtrack then walks
+        # through the padding unchanged and reaches each sequence's true last tag
+        # without any per-sequence indexing.
+        backpointers.append(torch.where(step_mask, best_prev, identity))
 
-    @staticmethod
-    def forward(ctx, em: Tensor, trans: Tensor, start: Tensor, end: Tensor, result) -> Tensor:  # noqa: ANN001
-        ctx.result = result
-        ctx.dtypes = (em.dtype, trans.dtype, start.dtype, end.dtype)
-        return torch.from_numpy(result.log_z).to(em.dtype)
+    best_score, current = (score + end).max(dim=1)
+    path = [current]
+    for pointers in reversed(backpointers):
+        current = pointers.gather(1, current.unsqueeze(1)).squeeze(1)
+        path.append(current)
+    path.reverse()
+    paths = torch.stack(path, dim=1).masked_fill(~mask, 0)
+    return paths, best_score
 
-    @staticmethod
-    def backward(ctx, grad: Tensor):  # noqa: ANN205
-        result = ctx.result
-        weight = grad.detach().to(torch.float64).numpy()
-        em_dtype, trans_dtype, start_dtype, end_dtype = ctx.dtypes
-        d_em = torch.from_numpy(result.node * weight[:, None, None]).to(em_dtype)
-        d_trans = torch.from_numpy(np.einsum("b,bij->ij", weight, result.pair)).to(trans_dtype)
-        d_start = torch.from_numpy(weight @ result.first).to(start_dtype)
-        d_end = torch.from_numpy(weight @ result.last).to(end_dtype)
-        return d_em, d_trans, d_start, d_end, None
+
+def _marginals(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> Tensor:
+    """:meth:`CRF.marginals` on prepared emissions and parameters of their dtype."""
+    alphas = CRF._forward_alphas(em, mask, trans, start)
+    betas = CRF._backward_betas(em, mask, trans, end)
+    log_z = torch.logsumexp(alphas[:, -1] + end, dim=-1)
+    log_marg = alphas + betas - log_z[:, None, None]
+    return log_marg.exp().masked_fill(~mask.unsqueeze(2), 0.0)
+
+
+def cpu_best_paths_of_arrays(
+    emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray,
+    with_confidence: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Best tag ids ``(B, L)`` (0 beyond each length) and ``P(y_t = path_t | x)`` ``(B, L)``
+    float32 (None with ``with_confidence=False``) for NumPy arrays: the CPU's one decoding kernel
+    (:mod:`textorch.models.crf_compiled`), shared by the PyTorch and ONNX engines.
+
+    The reference recursions above, in float64, take over where the kernel cannot: for the rows
+    whose scores are so far apart that its scaled recursion underflows, and for every row where
+    Numba is missing or switched off. Values past each row's length are never read."""
+    em = emissions.astype(np.float64, copy=False)
+    trans, start, end = (a.astype(np.float64, copy=False) for a in (trans, start, end))
+    lengths = np.asarray(lengths)
+    kernel = compiled_decoder()
+    if kernel is None:
+        return _reference_best_paths(em, lengths, trans, start, end, with_confidence)
+    paths, confidence, failed = compiled_decode(kernel, em, lengths, trans, start, end, with_confidence)
+    if confidence is not None and failed.any():
+        rows = np.flatnonzero(failed)
+        confidence[rows] = _reference_best_paths(em[rows], lengths[rows], trans, start, end, True, paths[rows])[1]
+    return paths, confidence
+
+
+def _reference_best_paths(
+    em: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray, with_confidence: bool,
+    paths: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`cpu_best_paths_of_arrays` by the log-space recursions (float64 arrays in), for
+    ``paths`` when given (confidences of the kernel's paths), else for the Viterbi paths."""
+    mask = torch.from_numpy(np.arange(em.shape[1])[None, :] < lengths[:, None])
+    em_t = torch.from_numpy(np.ascontiguousarray(em)).masked_fill(~mask.unsqueeze(2), 0.0)
+    params = [torch.from_numpy(np.ascontiguousarray(a)) for a in (trans, start, end)]
+    chosen = _viterbi(em_t, mask, *params)[0] if paths is None else torch.from_numpy(paths)
+    if not with_confidence:
+        return chosen.numpy(), None
+    confidence = _marginals(em_t, mask, *params).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    return chosen.numpy(), confidence.to(torch.float32).numpy()

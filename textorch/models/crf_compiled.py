@@ -1,25 +1,16 @@
 """CRF decoding compiled to machine code with Numba: Viterbi paths and their posteriors.
 
-Why compiled, next to the NumPy code of :mod:`textorch.models.crf_numpy`: a tagging batch is
-a few hundred numbers per time step, so NumPy spends its time dispatching operations (a dozen
-per step, 1-3 us each), not computing. The same recursions as plain loops, compiled by Numba,
-measured 7-25x faster here (one thread, AMD EPYC): a CoNLL-2003 batch of 32 x 14 tokens,
-9 tags, 154 -> 14 us for labels and 345 -> 49 us with confidences; one sentence 81 -> 5 us
-with confidences; a GROBID name-header batch of 5 x 159 tokens, 13 tags, 2.25 ms -> 146 us.
-Tagging CoNLL-2003's test set at batch 32 went from 311 to 248 ms (with confidences), GROBID
-name-header's from 29.5 to 22.0 ms.
+Why compiled: a tagging batch is a few hundred numbers per time step, so array libraries (PyTorch
+or NumPy) spend their time dispatching a dozen operations per step, not computing. The same
+recursions as plain loops, compiled by Numba, are the CPU's one decoding kernel
+(:func:`textorch.models.crf.cpu_best_paths_of_arrays`); the PyTorch CRF of
+:mod:`textorch.models.crf` stays the reference, for training, GPUs and the tests.
 
-Loading it is not free: importing Numba and loading the kernel from Numba's cache took about
-0.4 s here (about 1.5 s more the very first time, when it compiles), against 0.03 s to tag
-a GROBID date file whole, and about 145 MB of memory (Numba's LLVM). So a process decodes with
-NumPy until NumPy decoding has cost it ``LOAD_AFTER_NUMPY_S``, then loads the compiled kernel
-(the ski-rental rule: a short job never pays for it, a long one pays once, having lost at most
-as much again), but only where decoding is a noticeable share of tagging (``MIN_SHARE``):
-next to a transformer encoder the CRF is well under 1 % of a call, not worth the memory.
-``textorch serve`` and the benchmarks load it up front (:func:`preload`) for BiLSTM-CRF
-taggers. Where Numba cannot be imported or compile, or with ``TEXTORCH_DISABLE_NUMBA=1``,
-:mod:`textorch.models.crf_numpy` decodes alone (same results; the tests hold both to
-PyTorch's CRF).
+Loading it is not free: importing Numba and loading the kernel from Numba's cache costs a
+process's first tagging call a fraction of a second (more the very first time, when it
+compiles) and Numba's memory (docs/performance.md). ``textorch serve`` and the benchmarks load it
+up front (:func:`preload`). Where Numba cannot be imported or compile, or with
+``TEXTORCH_DISABLE_NUMBA=1``, the reference recursions decode (same results, slower).
 """
 
 from __future__ import annotations
@@ -35,22 +26,11 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 DISABLE_ENV = "TEXTORCH_DISABLE_NUMBA"
-"""Set to 1 to decode with NumPy only (to keep Numba's memory; a broken Numba install)."""
-
-LOAD_AFTER_NUMPY_S = 0.4
-"""NumPy decoding time after which a process loads the compiled decoder: about what loading
-it costs (see the module docstring)."""
-
-MIN_SHARE = 0.05
-"""Share of the tagging time (:func:`tagging_time_spent`) NumPy decoding must have taken for the
-compiled decoder to load: BiLSTM-CRF taggers spent 15-25 % there, transformer ones under 1 %."""
-
-_numpy_seconds = 0.0
-_tagging_seconds = 0.0
+"""Set to 1 to decode with the reference CRF (to keep Numba's memory; a broken Numba install)."""
 
 UNDERFLOW = 1e-200
 """A forward or backward total below this is treated as underflow: that row's confidences are
-then recomputed in log space (:func:`textorch.models.crf_numpy._log_space_confidence`)."""
+then recomputed in log space (:func:`textorch.models.crf.cpu_best_paths_of_arrays`)."""
 
 
 def _decode_rows(em, lengths, trans, start, end, with_confidence, paths, confidence, underflow):  # noqa: ANN001
@@ -60,8 +40,8 @@ def _decode_rows(em, lengths, trans, start, end, with_confidence, paths, confide
     ``paths`` and ``confidence`` come in zeroed and are filled up to each row's length.
     Returns, per row, whether its confidences underflowed (then left for log space).
 
-    Ties go to the lowest-numbered previous tag and the lowest last tag, as ``np.argmax``
-    in the NumPy decoder. Confidences use the scaled forward-backward recursion in probability
+    Ties go to the lowest-numbered previous tag and the lowest last tag, as ``torch.max`` in the
+    reference CRF. Confidences use the scaled forward-backward recursion in probability
     space (emissions shifted by their row maximum, each step's vector renormalised): the
     posterior at ``t`` is ``alpha_t[k] * beta_t[k] / sum_j alpha_t[j] * beta_t[j]``, so the
     scales never matter. Only positions before each row's length are read.
@@ -165,7 +145,7 @@ def _decode_rows(em, lengths, trans, start, end, with_confidence, paths, confide
 
 @functools.cache
 def compiled_decoder() -> Callable | None:
-    """:func:`_decode_rows` compiled by Numba, or None (NumPy decodes instead): Numba missing
+    """:func:`_decode_rows` compiled by Numba, or None (the reference CRF decodes instead): Numba missing
     or failing, or ``TEXTORCH_DISABLE_NUMBA`` set. Compiled (or loaded from Numba's cache)
     and tried on a tiny input once per process, so that any failure shows here, not mid-call."""
     if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
@@ -173,7 +153,7 @@ def compiled_decoder() -> Callable | None:
     try:
         import numba
     except ImportError:
-        logger.info("numba is not installed: the CRF decodes with NumPy (slower)")
+        logger.info("numba is not installed: the CRF decodes with PyTorch (slower)")
         return None
     try:
         try:
@@ -183,46 +163,23 @@ def compiled_decoder() -> Callable | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # cache write failures are Numba warnings
             _try(kernel)
-    except Exception as error:  # noqa: BLE001 - any Numba failure leaves the NumPy decoder
-        logger.warning("numba could not compile the CRF decoder (%s); decoding with NumPy", error)
+    except Exception as error:  # noqa: BLE001 - any Numba failure leaves the reference CRF
+        logger.warning("numba could not compile the CRF decoder (%s); decoding with PyTorch", error)
         return None
     return kernel
 
 
-def current_decoder() -> Callable | None:
-    """The compiled decoder once loaded or worth loading (:data:`LOAD_AFTER_NUMPY_S`,
-    :data:`MIN_SHARE`), else None: decode with NumPy then, and report the time with
-    :func:`numpy_time_spent`."""
-    if compiled_decoder.cache_info().currsize or (
-            _numpy_seconds >= LOAD_AFTER_NUMPY_S and _numpy_seconds >= MIN_SHARE * _tagging_seconds):
-        return compiled_decoder()
-    return None
-
-
-def numpy_time_spent(seconds: float) -> None:
-    """Count time spent decoding with NumPy towards loading the compiled decoder."""
-    global _numpy_seconds
-    _numpy_seconds += seconds
-
-
-def tagging_time_spent(seconds: float) -> None:
-    """Count the time of a whole tagging call (network, decoding and all), against which
-    :data:`MIN_SHARE` weighs NumPy decoding."""
-    global _tagging_seconds
-    _tagging_seconds += seconds
-
-
 def preload() -> bool:
     """Load the compiled decoder now (a server before its first request, a benchmark before its
-    timing); False when NumPy will decode (no Numba, or switched off)."""
+    timing); False when the reference CRF will decode (no Numba, or switched off)."""
     return compiled_decoder() is not None
 
 
 def _exact(array: np.ndarray, dtype: type) -> np.ndarray:
     """``array`` as the one layout the kernel is compiled for (C order, writable, ``dtype``):
-    any other layout would compile, and cache, a second copy of it (about 1.5 s)."""
+    any other layout would compile, and cache, a second copy of it."""
     flags = array.flags
-    if array.dtype == dtype and flags.c_contiguous and flags.writeable:  # the usual case: 0.1 against 0.7 us
+    if array.dtype == dtype and flags.c_contiguous and flags.writeable:  # the usual case, cheaper than np.require
         return array
     return np.require(array, dtype=dtype, requirements=["C", "W"])
 

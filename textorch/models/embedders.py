@@ -1,55 +1,32 @@
 """Token-level input representations; each maps a :class:`Batch` to ``(B, L, output_dim)``.
 
 An architecture is a list of these, concatenated, so "word vectors + char CNN + casing" is a
-configuration, not a class. Besides ``forward``, each embedder knows its own forms for the two
-other routes a tagger runs (:class:`Embedder`): the ONNX export and the one-sequence call, so no
-other module re-implements the stack by asking each embedder's type.
+configuration, not a class. Besides ``forward``, each embedder knows its own form for the other
+route a tagger runs (:class:`Embedder`): the ONNX export, so no other module re-implements the
+stack by asking each embedder's type.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 from textorch.data.batching import Batch
-from textorch.data.encoding import EncodedSequence
-from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError
 from textorch.models import export_layers
-from textorch.models import onednn_lstm
-from textorch.models.cpu_linear import CpuLinear, linear
-from textorch.models.length_groups import FINAL_STATE_GROUP_COSTS
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
-from textorch.models.time_major_rnn import (
-    both_directions_pay,
-    both_directions_time_major,
-    time_major_last_steps,
-    time_major_read_back,
-)
 from textorch.models.rows import inverse_permutation, select_rows
 
 
 class Embedder(nn.Module):
-    """What every embedder offers beyond ``forward``; the defaults say "this route is not served".
-
-    * ``graph_inputs`` and :meth:`export_form`: the ONNX graph inputs it reads and an
-      export-friendly module computing its output from them (``onnx/export.py`` stacks these);
-    * ``serves_one_sequence`` and :meth:`one_sequence_vectors`: its ``(T, output_dim)`` output for
-      one encoded sequence, straight from the encoded ids (``models/one_sequence.py``);
-      ``reads_token_vectors``: that output is read from the call's character-encoder vectors.
+    """What every embedder offers beyond ``forward``: ``graph_inputs`` and :meth:`export_form`,
+    the ONNX graph inputs it reads and an export-friendly module computing its output from them
+    (``onnx/export.py`` stacks these). The default refuses the export, naming the embedder.
     """
 
     graph_inputs: tuple[str, ...] = ()
-    serves_one_sequence = False
-    reads_token_vectors = False
 
     def export_form(self) -> nn.Module:
         raise ConfigError(f"ONNX export does not know the embedder {type(self).__name__}")
-
-    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
-                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
-        """``(T, output_dim)`` for ``item``, or None where a part the call needs is missing."""
-        raise NotImplementedError(f"{type(self).__name__} does not serve one-sequence calls")
 
 
 class WordVectorEmbedder(Embedder):
@@ -60,7 +37,6 @@ class WordVectorEmbedder(Embedder):
         self.output_dim = dim
 
     graph_inputs = ("word_vectors",)
-    serves_one_sequence = True
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.word_vectors is None:
@@ -70,11 +46,6 @@ class WordVectorEmbedder(Embedder):
     def export_form(self) -> nn.Module:
         return nn.Identity()
 
-    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
-                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
-        if item.word_ids is None or word_table is None:
-            return None
-        return torch.from_numpy(word_table.matrix[item.word_ids])
 
 
 class CharBiLSTMEmbedder(Embedder):
@@ -87,14 +58,6 @@ class CharBiLSTMEmbedder(Embedder):
         self.output_dim = 2 * hidden
 
     graph_inputs = ("char_ids",)
-    serves_one_sequence = True
-    reads_token_vectors = True
-
-    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
-                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
-        if token_vectors is None:
-            return None
-        return token_vectors.index_select(0, torch.from_numpy(item.type_ids))
 
     def export_form(self) -> nn.Module:
         return export_layers.CharBiLSTM(self)
@@ -104,11 +67,6 @@ class CharBiLSTMEmbedder(Embedder):
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """``(N, C)`` character ids -> ``(N, output_dim)``; all-padding rows give zeros."""
-        if rows.device.type == "cpu" and not self.training and not (
-                torch.is_grad_enabled() and self.embedding.weight.requires_grad):
-            small = self._small_table_states(rows)
-            if small is not None:
-                return small
         char_lengths = (rows != 0).sum(dim=1)
         present = char_lengths > 0
         if rows.shape[0] and bool(present.all()):  # the usual case: nothing to mask or scatter back
@@ -123,35 +81,6 @@ class CharBiLSTMEmbedder(Embedder):
         """Final BiLSTM states of rows that all have characters (``lengths`` >= 1)."""
         tokens = self.embedding(rows[:, : int(lengths.max())])
         return rnn_final_states(self.lstm, tokens, lengths).to(self.embedding.weight.dtype)
-
-    def _small_table_states(self, rows: torch.Tensor) -> torch.Tensor | None:
-        """:meth:`encode_rows` of a small table at CPU inference (a one-sequence call's new tokens),
-        or None where the general route must run (under autocast, tables with an empty row, tables
-        past ``time_major_rnn.BOTH_DIRECTIONS_MAX_WORK`` or a length group's cost).
-
-        The general route embeds the rows, then reverses them within their lengths and sets the
-        two side by side for one call of both LSTM directions: on a few rows of a few characters
-        each of those tensor steps costs more than its arithmetic. Here each row's ids and the
-        same row read backwards are set side by side in NumPy, time-major, and looked up by one
-        embedding call, which gives the very input of that one call: the same outputs, bit for
-        bit, with fewer small operators (docs/performance.md)."""
-        ids = rows.numpy()
-        lengths = (ids != 0).sum(axis=1)
-        count = len(lengths)
-        if not count or self.lstm.num_layers != 1 or lengths.min() == 0:
-            return None
-        steps = int(lengths.max())
-        if count * steps > FINAL_STATE_GROUP_COSTS.group_cost:  # the general route might cut it into groups
-            return None
-        if not both_directions_pay(self.lstm, count, steps, self.embedding.embedding_dim):
-            return None
-        forward = ids[:, :steps].T  # time-major (T, N)
-        backward = forward[time_major_read_back(lengths, steps), np.arange(count)]
-        x = self.embedding(torch.from_numpy(np.stack([forward, backward], axis=-1))).reshape(steps, count, -1)
-        if onednn_lstm.run_dtype(self.lstm, x) is not torch.float32:
-            return None
-        both = both_directions_time_major(self.lstm, x)
-        return both.reshape(steps * count, -1).index_select(0, time_major_last_steps(lengths))
 
 
 def per_token(encode_rows, batch: Batch) -> torch.Tensor:
@@ -181,14 +110,6 @@ class CharCNNEmbedder(Embedder):
         self.padded_to = padded_to
 
     graph_inputs = ("char_ids",)
-    serves_one_sequence = True
-    reads_token_vectors = True
-
-    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
-                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
-        if token_vectors is None:
-            return None
-        return token_vectors.index_select(0, torch.from_numpy(item.type_ids))
 
     def export_form(self) -> nn.Module:
         if self.padded_to:  # the graph's width follows the batch: DeLFT's pooling would change with it
@@ -226,7 +147,6 @@ class CasingEmbedder(Embedder):
         self.output_dim = dim
 
     graph_inputs = ("casing_ids",)
-    serves_one_sequence = True
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return self.embedding(batch.casing_ids)
@@ -234,9 +154,6 @@ class CasingEmbedder(Embedder):
     def export_form(self) -> nn.Module:
         return self.embedding
 
-    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
-                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
-        return self.embedding(torch.from_numpy(item.casing_ids))
 
 
 class FeatureEmbedder(Embedder):
@@ -245,7 +162,7 @@ class FeatureEmbedder(Embedder):
     def __init__(self, vocab_sizes: list[int], dim: int = 4, output_dim: int = 32) -> None:
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(size, dim, padding_idx=0) for size in vocab_sizes)
-        self.projection = CpuLinear(dim * len(vocab_sizes), output_dim)
+        self.projection = nn.Linear(dim * len(vocab_sizes), output_dim)
         self.output_dim = output_dim
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -254,21 +171,15 @@ class FeatureEmbedder(Embedder):
         return self.embed(batch.feature_ids)
 
     graph_inputs = ("feature_ids",)
-    serves_one_sequence = True
 
     def embed(self, feature_ids: torch.Tensor) -> torch.Tensor:
         """``(B, L, F)`` feature ids -> ``(B, L, output_dim)`` (the ONNX export calls this too)."""
         parts = [emb(feature_ids[..., i]) for i, emb in enumerate(self.embeddings)]
-        return linear(torch.cat(parts, dim=-1), self.projection.weight, self.projection.bias, "tanh")
+        return torch.tanh(self.projection(torch.cat(parts, dim=-1)))
 
     def export_form(self) -> nn.Module:
         return export_layers.Features(self)
 
-    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
-                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
-        if item.feature_ids is None:
-            return None
-        return self.embed(torch.from_numpy(item.feature_ids[None]))[0]
 
 
 class FeatureLSTMEmbedder(Embedder):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from textorch.models.padded_rnn import rnn_outputs, time_major_outputs
+from textorch.models.padded_rnn import rnn_outputs
 
 
 class RecurrentEncoder(nn.Module):
@@ -20,11 +20,6 @@ class RecurrentEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return rnn_outputs(self.rnn, x, lengths)
-
-    def time_major(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
-        """Tagging's outputs ``(L, B, output_dim)``, past each length unspecified, or None where
-        only :meth:`forward` applies (see :func:`textorch.models.padded_rnn.time_major_outputs`)."""
-        return time_major_outputs(self.rnn, x, lengths)
 
 
 class IdentityEncoder(nn.Module):

@@ -1,8 +1,8 @@
 """Export-friendly equivalents of the layers that pack sequences (each embedder's ``export_form``).
 
-The networks' recurrent layers choose their route from each batch's lengths, packing some
-batches (``pack_padded_sequence``, see :mod:`textorch.models.packing_rule`): a traced graph
-cannot follow that choice, and the ONNX exporter does not translate packed sequences. These
+The networks' recurrent layers choose their route from each batch's device and lengths, packing
+on CUDA (``pack_padded_sequence``, see :func:`textorch.models.padded_rnn.rnn_outputs`): a traced
+graph cannot follow that choice, and the ONNX exporter does not translate packed sequences. These
 modules compute the same thing on right-padded tensors instead: each
 bidirectional RNN is split into its two directions, and the backward direction reads every
 sequence reversed *within its own length* (a gather), so it never sees padding. They hold the

@@ -1,7 +1,6 @@
 """Whether PyTorch is capturing a graph (tracing, ``torch.compile``, ONNX export) right now.
 
-The oneDNN shortcuts (:mod:`textorch.models.onednn_lstm`, :mod:`textorch.models.cpu_linear`)
-call internal operators that a captured graph must not contain, so they step aside then.
+The laid-out LSTM weights (:mod:`textorch.models.onednn_lstm`) call internal operators that a captured graph must not contain, so they step aside then.
 """
 
 from __future__ import annotations

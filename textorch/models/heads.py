@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from textorch.models.cpu_linear import CpuLinear, TanhDense
 from textorch.models.crf import CRF
 
 
@@ -14,8 +13,8 @@ def emission_layer(input_dim: int, n_labels: int, dense_hidden: int = 0) -> nn.M
     first, as in DeLFT's BiLSTM family. The one-layer form keeps the parameter names of models
     saved before the dense layer existed."""
     if dense_hidden <= 0:
-        return CpuLinear(input_dim, n_labels)
-    return TanhDense(input_dim, dense_hidden, n_labels)
+        return nn.Linear(input_dim, n_labels)
+    return nn.Sequential(nn.Linear(input_dim, dense_hidden), nn.Tanh(), nn.Linear(dense_hidden, n_labels))
 
 
 class CRFHead(nn.Module):
@@ -33,15 +32,6 @@ class CRFHead(nn.Module):
     def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Best label ids (B, L) and, per token, the posterior probability of that label."""
         return self.crf.best_paths_with_confidence(self.emissions(h).float(), mask, with_scores)
-
-    def decode_time_major(
-        self, h: torch.Tensor, lengths: torch.Tensor, with_scores: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """:meth:`decode` of time-major ``h`` ``(L, B, D)`` whose positions past each row's
-        length (``lengths``, on the CPU) are never read; results are batch-first (B, L). CPU
-        inference only (an encoder's ``time_major`` outputs): the dense layer runs on the rows
-        as they come, the CRF reads them through a transposed view."""
-        return self.crf.cpu_best_paths(self.emissions(h).float().transpose(0, 1), lengths, with_scores)
 
 
 class SoftmaxHead(nn.Module):

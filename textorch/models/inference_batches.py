@@ -4,19 +4,13 @@ lengths spread.
 Sorting keeps most batches to one or two lengths, but the batches of the longest sequences
 (and every batch of a small file, or of a large ``batch_size``) still mix a few long sequences
 with many short ones: GROBID name-header's test file at batch 256 is one batch of 145
-sequences from 1 to over 100 tokens. Such a batch either packs (PyTorch's step-by-step LSTM
-kernel instead of oneDNN's fused one) or pads, and every stage after the BiLSTM (the dense
-layer, the CRF, the character vectors placed per position) then runs over the whole padded
+sequences from 1 to over 100 tokens. Such a batch is padded, and every stage (the BiLSTM, the
+dense layer, the CRF, the character vectors placed per position) runs over the whole padded
 block. Cutting it into a few groups of similar length, each run as its own batch, costs one
 more network call per group and saves that padding.
 
-Measured in one process, alternating with and without the cuts (BidLSTM_CRF, labels only,
-one thread, tokens/s): GROBID name-header batch 256 40.9k -> 112.5k, batch 32 82.1k -> 94.8k;
-CoNLL-2003 batch 256 161.5k -> 185.2k, batch 32 162.1k -> 165.7k; GROBID date (60 sequences of
-1 to about 10 tokens) unchanged within noise. Text classification with the GRU classifier (texts
-per second): licences (2 to 300 tokens) batch 256 2,918 -> 3,597, batch 32 3,515 -> 3,617;
-citations (at most 150 tokens) unchanged. Outputs are unchanged: every sequence is run on its
-own row, whatever else shares its call.
+Outputs are unchanged: every sequence is run on its own row, whatever else shares its call.
+Measurements: docs/performance.md.
 
 ``batch_size`` keeps its meaning, the most sequences one network call takes: groups are
 parts of a batch, never larger. Only CPU inference of models without a transformer is cut (the
@@ -32,14 +26,9 @@ import numpy as np
 import torch
 
 from textorch.data.batching import sorted_batches
-from textorch.models.padded_rnn import GroupCosts, length_groups
-
-INFERENCE_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=160.0, max_groups=8)
-"""A BiLSTM-CRF tagging call on the CPU: a time step costs about as much as 3.3 more rows (the
-word BiLSTM's figure, see ``padded_rnn.WORD_GROUP_COSTS``) and one more call (encoder calls,
-dense layer, Viterbi) about 160 row-steps. Group costs of 80 to 400 all gave the gains above
-within noise (name-header batch 256: 93-113k tokens/s; CoNLL-2003 batch 256: 183-188k), as did
-at most 4 or 16 groups instead of 8."""
+from textorch.models import costs as cost_constants
+from textorch.models.costs import GroupCosts
+from textorch.models.length_groups import length_groups
 
 
 def inference_batches(lengths: Sequence[int], batch_size: int, costs: GroupCosts | None) -> list[list[int]]:
@@ -64,7 +53,7 @@ def inference_batches(lengths: Sequence[int], batch_size: int, costs: GroupCosts
 def group_costs(device: torch.device, has_transformer: bool, engine_costs: GroupCosts | None = None) -> GroupCosts | None:
     """What cutting a batch costs for this model: None (no cuts) on GPUs and for transformers,
     where nothing was measured; an engine's own figures (the ONNX engine's calls cost less)
-    when it has some; else :data:`INFERENCE_GROUP_COSTS`."""
+    when it has some; else :data:`textorch.models.costs.INFERENCE_GROUP_COSTS`."""
     if device.type != "cpu" or has_transformer:
         return None
-    return engine_costs or INFERENCE_GROUP_COSTS
+    return engine_costs or cost_constants.INFERENCE_GROUP_COSTS

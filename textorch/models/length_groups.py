@@ -10,37 +10,16 @@ any per-row computation group by group (recurrent layers, transformer windows).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
+from textorch.models.costs import GroupCosts
 from textorch.models.rows import inverse_permutation, permute_rows
 
 
-@dataclass(frozen=True)
-class GroupCosts:
-    """What running rows of different lengths in separate padded calls costs, in row-steps
-    (one row for one time step): a call on ``n`` rows padded to ``T`` steps costs
-    ``T * (n + step_cost_in_rows)``, and each group beyond the first ``group_cost`` more."""
-
-    step_cost_in_rows: float
-    group_cost: float
-    max_groups: int
-
-
-WORD_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=60.0, max_groups=3)
-"""Word BiLSTM (oneDNN): one time step costs about as much as 3.3 more rows (fitted on the
-CoNLL-2003 tagger's, docs/performance.md)."""
-
-
-FINAL_STATE_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=600.0, max_groups=4)
-"""Character BiLSTM over the distinct tokens of a batch: a new group costs, in calls and gathers
-(forward plus backward), as much as 600 row-steps (docs/performance.md)."""
-
-
-def length_groups(lengths: torch.Tensor, costs: GroupCosts = WORD_GROUP_COSTS) -> list[torch.Tensor] | None:
+def length_groups(lengths: torch.Tensor, costs: GroupCosts) -> list[torch.Tensor] | None:
     """Rows in at most ``costs.max_groups`` groups of similar lengths, each to be run padded to
     its own longest row, when ``costs`` says that pays; None when one block is cheapest.
 

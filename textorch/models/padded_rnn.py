@@ -2,8 +2,7 @@
 
 Packing (``pack_padded_sequence``) keeps padding out of a bidirectional RNN, but on the CPU it
 takes PyTorch's step-by-step kernel instead of the fused oneDNN one, in training and in
-tagging alike. Tagging still packs on CUDA, where cuDNN runs packed batches natively, and on
-the CPU for batches of many rows that are mostly padding (:mod:`textorch.models.packing_rule`).
+tagging alike. Tagging still packs on CUDA, where cuDNN runs packed batches natively.
 
 Unpacked, each direction runs on padded input: the forward direction never reads
 what follows a step, and the backward direction reads every sequence reversed *within its own
@@ -13,8 +12,7 @@ training updates the same weights and saved models are unchanged.
 Character encoders see rows of very different lengths (CoNLL tokens: 1 to 20+ characters,
 mostly under 8), so :func:`final_states` sorts rows by length and runs a few groups, each
 padded to its own longest row, cut where a cost model says
-(:mod:`textorch.models.length_groups`). At CPU inference, LSTMs run time-major
-(:mod:`textorch.models.time_major_rnn`). Measurements: docs/performance.md.
+(:mod:`textorch.models.length_groups`). Measurements: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -24,30 +22,17 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from textorch.models import onednn_lstm
-from textorch.models.length_groups import FINAL_STATE_GROUP_COSTS, in_length_groups, length_groups
-from textorch.models.packing_rule import packs, records_gradients, run_packed
+from textorch.models.costs import FINAL_STATE_GROUP_COSTS
+from textorch.models.length_groups import in_length_groups, length_groups
 from textorch.models.row_buckets import in_row_buckets
 from textorch.models.rows import permute_rows, select_rows
-from textorch.models.time_major_rnn import time_major_final_states
 
 # What lived in this module before it was split by concern, importable from here as before.
-from textorch.models.length_groups import GroupCosts as GroupCosts
-from textorch.models.length_groups import WORD_GROUP_COSTS as WORD_GROUP_COSTS
-from textorch.models.packing_rule import PACKED_STEP_COST as PACKED_STEP_COST
-from textorch.models.packing_rule import PACKED_TOKEN_COST as PACKED_TOKEN_COST
-from textorch.models.packing_rule import PACKING_FILL as PACKING_FILL
-from textorch.models.row_buckets import ONEDNN_ROW_BUCKETS_FROM as ONEDNN_ROW_BUCKETS_FROM
+from textorch.models.costs import GroupCosts as GroupCosts
 from textorch.models.row_buckets import bucketed_rows as bucketed_rows
-from textorch.models.time_major_rnn import BOTH_DIRECTIONS_MAX_WORK as BOTH_DIRECTIONS_MAX_WORK
-from textorch.models.time_major_rnn import both_directions_pay as both_directions_pay
-from textorch.models.time_major_rnn import both_directions_time_major as both_directions_time_major
-from textorch.models.time_major_rnn import time_major_last_steps as time_major_last_steps
-from textorch.models.time_major_rnn import time_major_layers as time_major_layers
-from textorch.models.time_major_rnn import time_major_outputs as time_major_outputs
-from textorch.models.time_major_rnn import time_major_read_back as time_major_read_back
 
 
 def reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
@@ -180,6 +165,15 @@ def masked_padded_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -
     return out * mask.unsqueeze(-1).to(out.dtype)
 
 
+def records_gradients(rnn: nn.RNNBase) -> bool:
+    return torch.is_grad_enabled() and any(p.requires_grad for p in rnn.parameters())
+
+
+def run_packed(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor):  # noqa: ANN201
+    """``rnn`` over ``x`` packed: tagging on CUDA, where cuDNN skips the padding natively."""
+    return rnn(pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False))
+
+
 @_fp32_lstm_where_bf16_fails
 def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Outputs ``(B, T, directions * H)`` with zeros past each length, padding never read."""
@@ -187,19 +181,10 @@ def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torc
         # Direction by direction where the LSTM's weights are kept laid out (onednn_lstm: no
         # reorder per call), else the fused call.
         return padded_rnn(rnn, x, lengths) if onednn_lstm.applies(rnn, x) else rnn(x)[0]
-    if packs(rnn, x, lengths):
+    if x.is_cuda and not records_gradients(rnn):  # cuDNN runs packed batches natively
         out, _ = run_packed(rnn, x, lengths)
         return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
-    groups = length_groups(lengths) if records_gradients(rnn) and not x.is_cuda else None
-    if groups is None:
-        return masked_padded_rnn(rnn, x, lengths)
-    return _grouped_outputs(rnn, x, lengths, groups)
-
-
-def _grouped_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor, groups: list[torch.Tensor]) -> torch.Tensor:
-    """:func:`masked_padded_rnn` run group by group, each group padded to its own longest row."""
-    return in_length_groups(lambda part, part_lengths: masked_padded_rnn(rnn, part, part_lengths), [x], lengths,
-                            groups, steps=x.shape[1])
+    return masked_padded_rnn(rnn, x, lengths)
 
 
 @_fp32_lstm_where_bf16_fails
@@ -228,8 +213,6 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
 
 
 def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    if rnn.num_layers == 1 and lengths.device.type == "cpu" and onednn_lstm.applies(rnn, x):
-        return time_major_final_states(rnn, x, lengths)
     out = padded_rnn(rnn, x, lengths)
     hidden = rnn.hidden_size
     last = (lengths.to(out.device) - 1).clamp(min=0)

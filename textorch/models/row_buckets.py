@@ -13,17 +13,12 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-
-ONEDNN_ROW_BUCKETS_FROM = 16
-"""Above this many rows a CPU recurrent call is padded to a few row counts per doubling.
-
-Four sizes per doubling cost little padding on average and leave oneDNN few kernels to build
-(docs/performance.md). Padded rows are zeros whose outputs are dropped: results are unchanged."""
+from textorch.models import costs
 
 
 def bucketed_rows(rows: int) -> int:
-    """``rows`` rounded up to one of four sizes per doubling above ``ONEDNN_ROW_BUCKETS_FROM``."""
-    if rows <= ONEDNN_ROW_BUCKETS_FROM:
+    """``rows`` rounded up to one of four sizes per doubling above ``costs.ONEDNN_ROW_BUCKETS_FROM``."""
+    if rows <= costs.ONEDNN_ROW_BUCKETS_FROM:
         return rows
     step = 1 << (rows.bit_length() - 3)
     return -(-rows // step) * step

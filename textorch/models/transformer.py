@@ -16,11 +16,11 @@ from torch import nn
 
 from textorch.data.batching import Batch
 from textorch.errors import ConfigError
-from textorch.models.cpu_linear import use_onednn_linears
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, Embedder, FeatureEmbedder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
-from textorch.models.padded_rnn import GroupCosts, in_length_groups, length_groups
+from textorch.models import costs
+from textorch.models.length_groups import in_length_groups, length_groups
 from textorch.models.tagger import SequenceTagger
 
 if TYPE_CHECKING:  # architectures.py imports this module to register the builder
@@ -37,7 +37,7 @@ class TransformerEmbedder(Embedder):
         # at build and load time, so the state dict keys always match.
         if getattr(encoder, "pooler", None) is not None:
             encoder.pooler = None
-        self.encoder = use_onednn_linears(encoder)
+        self.encoder = encoder
         self.output_dim = hidden_size
 
     graph_inputs = ("input_ids", "attention_mask", "word_index")
@@ -72,20 +72,12 @@ class TransformerEmbedder(Embedder):
         groups = None
         if (window_ids.device.type == "cpu" and not torch.is_grad_enabled() and window_ids.shape[0] > 1
                 and not torch.jit.is_tracing()):
-            groups = length_groups(lengths, WINDOW_GROUP_COSTS)
+            groups = length_groups(lengths, costs.WINDOW_GROUP_COSTS)
         if groups is None:
             return self.encoder(input_ids=window_ids, attention_mask=window_mask).last_hidden_state
         return in_length_groups(
             lambda ids, mask, _: self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state,
             [window_ids, window_mask], lengths, groups, steps=window_ids.shape[1])
-
-
-WINDOW_GROUP_COSTS = GroupCosts(step_cost_in_rows=0.5, group_cost=32.0, max_groups=4)
-"""Windows of a transformer at inference: a position costs about the same in any row, and an
-encoder call about as much as 32 more positions (all-MiniLM-L6-v2, one thread: 0.11-0.13 ms per
-position in calls of 128 to 4,096 positions, 4.3 ms for one window of 4). GROBID date tagging,
-grouped against one padded call: batch 256 3.5k -> 5.4k tokens/s, batch 32 4.4k -> 4.8k, the
-same labels, scores within 1.2e-6."""
 
 
 class SubtokenCRFTagger(SequenceTagger):

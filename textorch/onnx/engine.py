@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.models.crf_numpy import viterbi_with_confidence
+from textorch.models.crf import cpu_best_paths_of_arrays
 from textorch.models.heads import CRFHead
-from textorch.models.padded_rnn import GroupCosts
+from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
 from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE, source_checksum
 
 logger = logging.getLogger(__name__)
@@ -49,20 +49,11 @@ class _Session:
         return self.session.run([output], feed)[0]
 
 
-ONNX_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=60.0, max_groups=8)
-"""Cutting tagging batches for ONNX Runtime: its graph runs the recurrent layers over every
-padded position, like the PyTorch engine, but a call costs less (about 60 row-steps against
-160), so finer cuts pay. One pass with these figures against the PyTorch engine's cuts followed
-by a second grouping inside the runner (one process, one thread, labels only, tokens/s):
-name-header batch 256 106.3k -> 112.7k, batch 32 104.9k -> 104.5k; CoNLL-2003 batch 256 97.2k ->
-99.6k, batch 32 122.1k -> 126.5k; GROBID date 97.2k -> 102.4k and 93.1k -> 93.0k."""
-
-
 class OnnxRunner(_Session):
     """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime.
 
-    Emissions stay NumPy arrays from the session to the CRF (:mod:`textorch.models.crf_numpy`,
-    the code the PyTorch engine runs on the CPU) with the CRF parameters read once: on
+    Emissions stay NumPy arrays from the session to the CRF
+    (:func:`textorch.models.crf.cpu_best_paths_of_arrays`, the kernel the PyTorch engine runs on the CPU) with the CRF parameters read once: on
     one-sentence calls the tensor round trips cost as much as the CRF itself.
     """
 
@@ -91,7 +82,7 @@ class OnnxRunner(_Session):
         emissions = self.emissions(batch)
         mask = batch.mask.cpu().numpy()
         if self.crf_params is not None:
-            return viterbi_with_confidence(emissions, mask.sum(axis=1), *self.crf_params, with_confidence=with_scores)
+            return cpu_best_paths_of_arrays(emissions, mask.sum(axis=1), *self.crf_params, with_confidence=with_scores)
         shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
         probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
         return probabilities.argmax(axis=-1) * mask, probabilities.max(axis=-1) * mask
@@ -109,14 +100,6 @@ class OnnxClassifierRunner(_Session):
 
 
 ENGINES = ("torch", "onnx", "auto")
-
-AUTO_ONNX_MAX_TOKENS = 1024
-"""``--engine auto``: calls of at most this many tokens run in ONNX Runtime, larger ones in
-PyTorch. ONNX Runtime costs less per call, which decides small calls; PyTorch encodes each
-distinct token's characters once per call where the graph encodes every occurrence, which
-decides large calls, whose tokens repeat. The cut lies where the two engines met on the
-benchmark suite's BidLSTM_CRF models (docs/performance.md)."""
-
 
 def check_engine(engine: str, device: torch.device | str = "cpu", quantized: bool = False,
                  export_dir: str | Path | None = None) -> None:

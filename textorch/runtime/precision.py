@@ -5,7 +5,7 @@ and matrix products in bfloat16, everything numerically delicate (the CRF, softm
 still in float32. On a CPU with native bfloat16 (AVX512-BF16 or AMX) oneDNN's BiLSTM then
 runs faster, more so with its weights laid out once in bfloat16
 (:mod:`textorch.models.onednn_lstm`), with a handful of labels changed and the same F1. Small
-batches lose, so they run in fp32 (``BF16_MIN_ROWS``). Without native support oneDNN emulates
+batches lose, so they run in fp32 (``textorch.models.costs.BF16_MIN_ROWS``). Without native support oneDNN emulates
 bfloat16, which is slower than fp32: we warn. Measurements: docs/performance.md.
 
 The weights stay float32 in memory and in the model directory; nothing is converted.
@@ -25,17 +25,6 @@ from textorch.runtime.onednn_ops import mkldnn_op
 logger = logging.getLogger(__name__)
 
 INFERENCE_PRECISIONS = ("fp32", "bf16")
-BF16_MIN_ROWS = 8
-"""Batches of fewer sequences run in fp32 even under ``bf16``: casts and kernel set-up cost
-more than bfloat16 saves on them; measured by batch size, with and without laid-out bfloat16
-LSTM weights, in docs/performance.md."""
-
-
-def batch_precision(precision: str, rows: int) -> str:
-    """The precision a batch (or a call) of ``rows`` sequences actually runs in."""
-    return "fp32" if rows < BF16_MIN_ROWS else precision
-
-
 def check_inference_precision(precision: str, device: torch.device | str = "cpu", engine: str = "torch") -> None:
     """Refuse what cannot run; warn where ``bf16`` will run slower than ``fp32``."""
     if precision not in INFERENCE_PRECISIONS:
@@ -58,7 +47,7 @@ def warn_without_native_bf16(device: torch.device | str) -> None:
 @functools.cache
 def cpu_has_native_bf16() -> bool:
     """AVX512-BF16 or AMX, as oneDNN sees it: where bfloat16 pays on this CPU. Asked once per
-    process: every dense layer under ``--precision bf16`` asks (``cpu_linear``)."""
+    process: every LSTM call under ``--precision bf16`` asks (``onednn_lstm``)."""
     probe = mkldnn_op("_is_mkldnn_bf16_supported")
     if probe is None:  # a torch built without oneDNN, or without this private probe
         return False

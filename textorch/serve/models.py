@@ -122,8 +122,8 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
         predictor.precision = precision
         served_engine = use_engine(predictor, directory, engine, quantized, threads=threads)
         if kind == TAGGER:
-            # A server lives long: the compiled CRF decoder pays for itself, and loading it now
-            # keeps its 0.4 s out of the first requests (see textorch.models.crf_compiled).
+            # A server lives long: loading the compiled CRF decoder now keeps Numba's load time
+            # out of the first request (see textorch.models.crf_compiled).
             predictor.preload_crf_decoder()
         models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
         logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, served_engine)

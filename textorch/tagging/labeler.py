@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +27,11 @@ from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError
 from textorch.eval.metrics import EntityCounts, entity_labels
 from textorch.models.inference_batches import group_costs, inference_batches
-from textorch.runtime.precision import batch_precision, inference_autocast
+from textorch.models.costs import batch_precision
+from textorch.runtime.precision import inference_autocast
 from textorch.models.crf import CRF
 from textorch.models.crf_compiled import preload as preload_compiled_crf
-from textorch.models.crf_compiled import tagging_time_spent
 from textorch.models.embedders import rows_encoder
-from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import BUILDERS, get_architecture
 from textorch.models.transformer_source import TransformerParts, load_saved
@@ -109,11 +107,9 @@ class SequenceLabeler(LabelerAPI):
         :mod:`textorch.runtime.precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
-        self._one_sequence_route: tuple[torch.nn.Module, OneSequenceTagger | None] | None = None
-        """``(model, its one-sequence path)``, looked up once per model object: ``self.model`` may
-        be replaced, and a module walk costs more than a one-sequence call can spare."""
         self._char_encoder_route: tuple[torch.nn.Module, torch.nn.Module | None] | None = None
-        """``(model, its character encoder)``, found once per model object, likewise."""
+        """``(model, its character encoder)``, found once per model object: ``self.model`` may be
+        replaced, and a module walk costs more than a one-sequence call can spare."""
         self._calls_changed = threading.Condition()
         self._calls_in_flight = 0
         """Tagging calls running now (in any thread): the word table is bounded only while no
@@ -205,7 +201,6 @@ class SequenceLabeler(LabelerAPI):
         are identical); ``gather`` gives every process all predictions, else only its own
         (None elsewhere). Empty sequences belong to rank 0. ``with_scores=False``: labels only
         (``scores`` None), which skips the CRF's forward-backward pass."""
-        started = time.perf_counter()
         ctx = ctx or DistContext()
         if self.model.training:  # eval() walks every submodule, which one-sequence calls notice
             self.model.eval()
@@ -213,11 +208,6 @@ class SequenceLabeler(LabelerAPI):
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
         runner = self._runner_for(sum(lengths))
-        if runner is None and len(lengths) == 1 and ctx.world_size == 1:
-            single = self._tag_one_sequence(data, with_scores)
-            if single is not None:
-                tagging_time_spent(time.perf_counter() - started)
-                return [single]
         costs = group_costs(self.device, self.transformer is not None, getattr(runner, "group_costs", None))
         batches = [[nonempty[j] for j in chunk]
                    for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, costs)]
@@ -247,37 +237,15 @@ class SequenceLabeler(LabelerAPI):
                 n = lengths[index]
                 row_scores = None if score_rows is None else score_rows[row][:n]
                 local.append((index, Prediction([label_items[k] for k in path_rows[row][:n]], row_scores)))
-        tagging_time_spent(time.perf_counter() - started)  # weighs the CRF's share (crf_compiled)
         if gather and ctx.world_size > 1:
             return gather_in_order(local, len(lengths), ctx)
         return place(local, len(lengths))
 
-    def _tag_one_sequence(self, data: EncodedData, with_scores: bool) -> Prediction | None:
-        """The prediction for a call of one sequence, through :class:`OneSequenceTagger` (the
-        batch path's results, without a batch), or None where that path does not serve it."""
-        item = data.encoded[0]
-        if self.device.type != "cpu" or not len(item) or batch_precision(self.precision, 1) != "fp32":
-            return None
-        model, tagger = self._one_sequence_route or (None, None)
-        if model is not self.model:
-            model = self.model
-            tagger = OneSequenceTagger.of(model, self._char_encoder())
-            self._one_sequence_route = (model, tagger)  # one assignment: threads see both or neither
-        if tagger is None:
-            return None
-        token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
-        decoded = tagger.decode(item, data.word_table, token_vectors, with_scores)
-        if decoded is None:
-            return None
-        paths, scores = decoded
-        labels = self.encoder.labels.items
-        return Prediction([labels[k] for k in paths[0].tolist()], None if scores is None else scores[0].tolist())
-
     def preload_crf_decoder(self) -> bool:
         """Load the compiled CRF decoder now (:mod:`textorch.models.crf_compiled`) if this model
         would use it much: a BiLSTM-CRF family tagger on the CPU (on a GPU the CRF decodes
-        there). For a long-lived process (a server) before its first call; a short one loads it
-        only once NumPy decoding has cost as much."""
+        there). For a long-lived process (a server) before its first call; otherwise the first
+        tagging call loads it."""
         if self.device.type != "cpu" or self.transformer is not None:
             return False
         if not any(isinstance(m, CRF) for m in self.model.modules()):
