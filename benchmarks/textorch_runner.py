@@ -132,7 +132,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     ``epoch_s`` is each epoch's loop over its training batches alone (the trainer's own
     per-epoch clock), validation left out. Scoring the test set and saving come after both.
     """
-    from textorch.data.validated import read_validated
+    from textorch.data.checked_read import read_validated
     from textorch.embeddings import open_embeddings
 
     model_config, train_config, data_config = _train_settings(args)
