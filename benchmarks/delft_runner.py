@@ -25,15 +25,8 @@ import contextlib  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-from runner_common import (  # noqa: E402
-    emit as _emit,
-    grobid_call_rows,
-    peak_rss_mb,
-    read_calls,
-    tagging_rows,
-    training_speeds,
-    write_predictions,
-)
+from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
+from runner_common import add_calls_command, grobid_call_rows, read_calls  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -288,13 +281,7 @@ def main() -> None:
     p.add_argument("--min-seconds", type=float, default=0.5, help="loop short calls to last at least this long")
     p.set_defaults(run=cmd_tag)
 
-    p = commands.add_parser("calls")
-    p.add_argument("--model", required=True)
-    p.add_argument("--calls", required=True, help="JSON of the call texts (runner_common.write_calls)")
-    p.add_argument("--max-sequence-length", type=int, required=True)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--min-seconds", type=float, default=0.5, help="loop short passes to last at least this long")
-    p.set_defaults(run=cmd_calls)
+    add_calls_command(commands, cmd_calls)
 
     p = commands.add_parser("load")
     p.add_argument("--model", required=True)

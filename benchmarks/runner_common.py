@@ -6,6 +6,7 @@ installed. Both runners time tagging with the same function, so neither gets a k
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -213,3 +214,15 @@ def write_calls(path: str, blocks: Sequence[Sequence[str]], per_call: int) -> No
     with open(path, "w", encoding="utf-8") as out:
         json.dump({"texts": grobid_call_texts(blocks, per_call), "n_sequences": len(blocks),
                    "n_tokens": sum(len(lines) for lines in blocks), "per_call": per_call}, out)
+
+
+def add_calls_command(commands: argparse._SubParsersAction, run: Callable[[argparse.Namespace], None]) -> None:
+    """The ``calls`` command of both runners, with the same options, so that the orchestrator
+    starts both the same way (``bench_vs_delft.measure_grobid_calls``)."""
+    p = commands.add_parser("calls")
+    p.add_argument("--model", required=True)
+    p.add_argument("--calls", required=True, help="JSON of the call texts (write_calls)")
+    p.add_argument("--max-sequence-length", type=int, required=True)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--min-seconds", type=float, default=0.5, help="loop short passes to last at least this long")
+    p.set_defaults(run=run)

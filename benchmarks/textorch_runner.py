@@ -28,15 +28,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from runner_common import (  # noqa: E402
-    emit as _emit,
-    grobid_call_rows,
-    peak_rss_mb,
-    read_calls,
-    tagging_rows,
-    training_speeds,
-    write_predictions,
-)
+from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
+from runner_common import add_calls_command, grobid_call_rows, read_calls  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
@@ -332,13 +325,7 @@ def main() -> None:
                    help="tag without per-token confidences (DeLFT's tag gives CRF labels only)")
     p.set_defaults(run=cmd_tag)
 
-    p = commands.add_parser("calls")
-    p.add_argument("--model", required=True)
-    p.add_argument("--calls", required=True, help="JSON of the call texts (runner_common.write_calls)")
-    p.add_argument("--max-sequence-length", type=int, required=True)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--min-seconds", type=float, default=0.5, help="loop short passes to last at least this long")
-    p.set_defaults(run=cmd_calls)
+    add_calls_command(commands, cmd_calls)
 
     p = commands.add_parser("load")
     p.add_argument("--model", required=True)
