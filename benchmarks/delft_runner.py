@@ -26,7 +26,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 
 from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
-from runner_common import add_calls_command, grobid_call_rows, read_calls  # noqa: E402
+from runner_common import add_calls_command, grobid_call_rows, read_calls
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

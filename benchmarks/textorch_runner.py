@@ -29,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
-from runner_common import add_calls_command, grobid_call_rows, read_calls  # noqa: E402
+from runner_common import add_calls_command, grobid_call_rows, read_calls
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
