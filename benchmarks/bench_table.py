@@ -29,6 +29,14 @@ VARIANTS = [("textorch_labels", ", labels only (DeLFT's output)"), ("textorch_on
 """textorch's other tagging set-ups (bench_vs_delft's result keys), each compared with DeLFT's one."""
 F1_CHANGE = [("textorch_onnx_int8", "int8 (ONNX)"), ("textorch_bf16", "bf16")]
 """Set-ups that change the numbers, with the F1 of their predictions against textorch's fp32 one."""
+GROBID_CALLS = [("grobid_calls", "new tokens"), ("grobid_calls_seen", "tokens seen before")]
+"""The "GROBID-sized calls through the DeLFT interface" rows (runners' ``calls``): textorch's
+facade against DeLFT's ``Sequence``, each a whole call (``load_data_crf_string`` + ``tag``);
+DeLFT keeps nothing across calls, so both rows compare with its one measure."""
+FACADE_COST = [("grobid_calls", "grobid_calls_predict", "new tokens"),
+               ("grobid_calls_seen", "grobid_calls_predict_seen", "tokens seen before")]
+"""textorch's facade call against its plain ``SequenceLabeler.predict`` on the same calls'
+sequences, measured in the same process: what the facade costs, not a comparison with DeLFT."""
 F1_TOLERANCE = 0.003  # the issue: not below DeLFT's by more than 0.3 points
 
 
@@ -39,7 +47,7 @@ def issue_target(job: dict, metric: str) -> float | None:
         return 3.0
     if metric in ("batch32", "batch256"):
         return 2.0 if bert else 5.0
-    if metric == "stream" and not bert:
+    if metric in ("stream", "grobid_calls") and not bert:
         return 3.0
     return None
 
@@ -180,6 +188,7 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
                              "metric": f"test F1 tagged in {setup} (fp32: {100 * t_tag['f1']:.2f}), change",
                              "textorch": changed, "delft": None, "ratio": None,
                              "diff_points": 100 * (changed - t_tag["f1"]), "target": None, "met": None})
+        rows.extend(grobid_call_rows(job, tag))
         rows.append(_row(job, "whole", "tag a file, whole process (s)", _median(t_tag.get("whole_process_s", [])),
                          _median(d_tag.get("whole_process_s", [])), False))
         rows.append(_row(job, "peak_rss", "peak RSS while tagging (MB)", t_tag.get("peak_rss_mb"),
@@ -192,6 +201,38 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
         rows.append(_row(job, "load_only", "  of which model load (s)", cold(t_tag, ("load_s",)),
                          cold(d_tag, ("load_s",)), False))
         rows.append(_row(job, "size", "model directory (MB)", t_tag.get("model_dir_mb"), d_tag.get("model_dir_mb"), False))
+    return rows
+
+
+def grobid_call_rows(job: dict, tag: dict) -> list[dict]:
+    """The "GROBID-sized calls" rows of a job's tagging results (``textorch_calls`` and
+    ``delft_calls`` of ``bench_vs_delft.measure_grobid_calls``); none when they were not run.
+
+    Then the facade's cost: its whole call against ``predict`` alone, per round of the same
+    process (a ratio below 1 is what the facade takes: reading the text, the sequences, the
+    ``[token, label]`` pairs).
+    """
+    ours, peer = tag.get("textorch_calls") or {}, tag.get("delft_calls") or {}
+    found = ours.get("tagging", {})
+    if not found and not peer:
+        return []
+    per_call = ours.get("per_call") or peer.get("per_call")
+    label = f"GROBID-sized calls through the DeLFT interface ({per_call} sequences a call), tok/s"
+    rows = []
+    for metric, state in GROBID_CALLS:
+        rows.append(_rate_row(job, metric, f"{label}, {state}", found.get(metric, {}),
+                              peer.get("tagging", {}).get("grobid_calls", {})))
+    for facade, plain, state in FACADE_COST:
+        a, b = found.get(facade, {}), found.get(plain, {})
+        if a.get("tokens_per_s") and b.get("tokens_per_s"):
+            pairs = [x / y for x, y in zip(a.get("rounds_tokens_per_s", []), b.get("rounds_tokens_per_s", [])) if y]
+            ratio = statistics.median(pairs) if pairs else a["tokens_per_s"] / b["tokens_per_s"]
+            row = {"job": job["key"], "metric": f"  facade's whole call / textorch's predict alone, same calls, {state} "
+                   "(DeLFT column: predict tok/s)", "textorch": a["tokens_per_s"], "delft": b["tokens_per_s"],
+                   "ratio": ratio, "target": None, "met": None}
+            if len(pairs) >= 2:
+                row["ratio_rounds"] = pairs
+            rows.append(row)
     return rows
 
 

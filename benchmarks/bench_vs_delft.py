@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_vs_delft.py                    # full suite (30-40 min on a quiet machine)
     .venv/bin/python benchmarks/bench_vs_delft.py --quick            # GROBID date only, one seed
     .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping   # F1 at each system's defaults (hours)
+    .venv/bin/python benchmarks/bench_vs_delft.py --grobid-calls     # GROBID-sized calls through the DeLFT interface alone
     make bench                                                       # the full suite
 
 DeLFT runs in its own cached venv (delft_env.py), textorch in this one; every measure is taken
@@ -33,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_data  # noqa: E402
 import delft_env  # noqa: E402
 import f1_bootstrap  # noqa: E402
-from bench_table import build_rows, print_markdown  # noqa: E402
+from bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
 from common import RESULTS, machine  # noqa: E402
-from runner_common import ALLOCATOR_VARIABLES  # noqa: E402
+from runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
 
 from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
 
@@ -43,15 +44,18 @@ HERE = Path(__file__).resolve().parent
 VECTORS_NAME = "w2v-conll-grobid-100d"
 FULL = {"tasks": ["conll", "name-header", "date"], "seeds": [1, 2, 3], "repeats": 5, "rounds": 3,
         "process_repeats": 3, "small_limit": 1000, "epochs": {"conll": 3, "name-header": 10, "date": 10},
-        "bert_epochs": 3, "bf16_train_tasks": ["conll"]}
+        "bert_epochs": 3, "bf16_train_tasks": ["conll"], "grobid_calls": True}
 QUICK = {"tasks": ["date"], "seeds": [1], "repeats": 3, "rounds": 3, "process_repeats": 3,
-         "small_limit": 300, "epochs": {"date": 10}, "bert_epochs": 3, "bf16_train_tasks": []}
+         "small_limit": 300, "epochs": {"date": 10}, "bert_epochs": 3, "bf16_train_tasks": [],
+         "grobid_calls": True}
 """``repeats``: timed passes per tagging row and process, the median kept (5 in the full suite
 since 2026-12-01: with 3, two runs an hour apart gave name-header batch 32 at 4.6x and 3.9x DeLFT).
 ``rounds``: fresh processes of the compared set-ups (``PAIRED``), taken in turn, each round
 one process per set-up (see :func:`measure_tagging`).
 ``bf16_train_tasks``: textorch also trains these BidLSTM_CRF jobs with ``--precision bf16``
-(every seed, models not kept), for a bf16 training speed and F1 beside the fp32 ones."""
+(every seed, models not kept), for a bf16 training speed and F1 beside the fp32 ones.
+``grobid_calls``: also time GROBID-sized calls through the DeLFT interface
+(:func:`measure_grobid_calls`, tasks of ``GROBID_CALLS``)."""
 EARLY_STOPPING_TASKS = ["date", "name-citation", "name-header", "affiliation-address", "conll"]
 """``--early-stopping``: the four GROBID corpora and CoNLL-2003."""
 ALL_TASKS = sorted(set(FULL["tasks"]) | set(EARLY_STOPPING_TASKS))
@@ -63,6 +67,13 @@ PAIRED = {"delft": ("delft", []), "textorch": ("textorch", ["--f1"]),
           "textorch_labels": ("textorch", ["--batch-sizes", "32", "256", "--labels-only"])}
 """The set-ups timed in rounds side by side, result key -> (system, runner options): DeLFT,
 textorch's default output (labels with confidences) and textorch's labels alone (DeLFT's output)."""
+GROBID_CALLS = {"date": 30, "name-header": 10}
+"""Sequences per call of the "GROBID-sized calls" rows, per task: about what one document gives
+GROBID's model (a paper's dates; the author blocks of a header)."""
+GROBID_MAX_SEQUENCE_LENGTH = 3000
+"""``model_config.max_sequence_length`` both runners set after ``load`` in those rows: longer
+than any test sequence, so that neither system cuts one (DeLFT truncates, the facade splits)
+and both tag the same tokens."""
 
 
 def allocator_env() -> dict[str, str]:
@@ -210,8 +221,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
     of those ratios (``bench_table``). textorch's other set-ups (ONNX, auto, int8, bf16) run
     once, after the rounds.
     """
-    tag = f"{job['key']}-s{job.get('seeds', [1])[0]}"
-    models = {"delft": r.work / "models" / "delft" / f"bench-{tag}", "textorch": r.work / "models" / "textorch" / tag}
+    models = model_dirs(r, job)
     inputs = {"delft": f.delft["test"], "textorch": f.textorch["test"]}
     out: dict = {"key": job["key"]}
 
@@ -238,6 +248,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             payload, _ = r.runner("textorch", f"tag-{variant}-{job['key']}", tag_args("textorch", *extra))
             out[variant] = payload
             _print_rates(payload)
+    out |= measure_grobid_calls(r, job, f, settings, models)
     for i in range(settings["process_repeats"]):
         for system in ("delft", "textorch") if i % 2 == 0 else ("textorch", "delft"):  # neither always first
             if not out.get(system):
@@ -259,6 +270,54 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             if payload is not None:
                 out[system].setdefault("whole_process_s", []).append(wall)
     return out
+
+
+def model_dirs(r: Runner, job: dict) -> dict[str, Path]:
+    """Where ``train_all`` keeps each system's model of a job's first seed."""
+    tag = f"{job['key']}-s{job.get('seeds', [1])[0]}"
+    return {"delft": r.work / "models" / "delft" / f"bench-{tag}", "textorch": r.work / "models" / "textorch" / tag}
+
+
+def run_grobid_calls(r: Runner, settings: dict, vectors: Path) -> tuple[list[dict], list[dict], list[dict]]:
+    """``--grobid-calls``: the "GROBID-sized calls" rows alone, for the GROBID_CALLS tasks of
+    the run and its first seed, on the suite's models (trained here first, both systems, the
+    suite's fixed epochs, when a previous run left none in the work dir)."""
+    seed = settings["seeds"][0]
+    tasks = [t for t in settings["tasks"] if t in GROBID_CALLS]
+    files = bench_data.prepare(r.work, sorted(tasks), [seed])
+    jobs = [{"key": f"{t}-BidLSTM_CRF", "task": t, "architecture": "BidLSTM_CRF", "epochs": FULL["epochs"][t],
+             "setting": "fixed epochs", "seeds": [seed]} for t in tasks]
+    untrained = [job for job in jobs if not all(path.exists() for path in model_dirs(r, job).values())]
+    train_runs = train_all(r, untrained, files, [seed], vectors) if untrained else []
+    tagging = [{"key": job["key"], **measure_grobid_calls(r, job, files[(job["task"], seed)], settings,
+                                                          model_dirs(r, job))} for job in jobs]
+    return jobs, train_runs, tagging
+
+
+def measure_grobid_calls(r: Runner, job: dict, f, settings: dict, models: dict[str, Path]) -> dict:
+    """The "GROBID-sized calls through the DeLFT interface" rows of a job (``delft_calls``,
+    ``textorch_calls``), or nothing for a job GROBID_CALLS does not name.
+
+    The test split is written once as call texts (``runner_common.write_calls``: feature lines
+    without labels, ``GROBID_CALLS[task]`` sequences a call), which both runners' ``calls``
+    read, so both parse and tag the same strings; DeLFT and textorch then run in rounds of
+    fresh processes, as the other paired rows (:func:`_timed_rounds`).
+    """
+    per_call = GROBID_CALLS.get(job.get("task", ""))
+    if not settings.get("grobid_calls") or per_call is None or job.get("transformer") or not all(models[s].exists() for s in ("delft", "textorch")):
+        return {}
+    calls = r.work / "calls" / f"{job['key']}-{per_call}.json"
+    calls.parent.mkdir(parents=True, exist_ok=True)
+    write_calls(str(calls), bench_data.grobid_blocks(Path(f.delft["test"])), per_call)
+
+    def calls_args(system: str) -> list[str]:
+        return ["calls", "--model", str(models[system]), "--calls", str(calls), "--max-sequence-length",
+                str(GROBID_MAX_SEQUENCE_LENGTH), "--repeats", str(settings["repeats"])]
+
+    setups = {"delft_calls": ("delft", []), "textorch_calls": ("textorch", [])}
+    rounds = _timed_rounds(r, job["key"], setups, lambda system, *extra: calls_args(system),
+                           settings.get("rounds", 1))
+    return {key: merge_rounds(found) if found else None for key, found in rounds.items()}
 
 
 def _timed_rounds(r: Runner, job_key: str, setups: dict[str, tuple[str, list[str]]],
@@ -373,6 +432,9 @@ def reprint(path: Path) -> int:
     A file of the first method (no ``method`` field) is printed as it was written: its rows
     measured something else than today's rows of the same place (see ``METHOD_VERSION``)."""
     payload = json.loads(path.read_text(encoding="utf-8"))
+    if "grobid-calls" in payload.get("mode", ""):
+        print_markdown([row for tag in payload["tagging"] for row in grobid_call_rows({"key": tag["key"]}, tag)])
+        return 0
     if payload.get("method") is None:
         print(f"{path}: measured with the first method (before 2026-12-02's method fixes); its rows as written:")
         print_markdown(payload["rows"])
@@ -416,6 +478,9 @@ def main() -> int:
     parser.add_argument("--early-stopping", action="store_true",
                         help="train both systems at their own defaults (early stopping, patience 5) on the four "
                              "GROBID corpora and CoNLL-2003: F1 with its interval, epochs run; no tagging rows")
+    parser.add_argument("--grobid-calls", action="store_true",
+                        help="only the rows of GROBID-sized calls through the DeLFT interface (date, name-header; "
+                             "first seed), on the work dir's models, trained first where missing")
     parser.add_argument("--tasks", nargs="+", choices=ALL_TASKS, help="override the tasks")
     parser.add_argument("--seeds", type=int, nargs="+", help="override the seeds")
     parser.add_argument("--no-bert", action="store_true",
@@ -430,9 +495,13 @@ def main() -> int:
     settings = dict(QUICK if args.quick else FULL)
     if args.early_stopping:
         settings = {**settings, "tasks": EARLY_STOPPING_TASKS if not args.quick else ["date"]}
+    if args.grobid_calls:
+        settings = {**settings, "tasks": list(GROBID_CALLS)}
     settings["tasks"] = args.tasks or settings["tasks"]
     settings["seeds"] = args.seeds or settings["seeds"]
     unknown = sorted(set(settings["tasks"]) - set(FULL["epochs"]) - {"conll"}) if not args.early_stopping else []
+    if args.grobid_calls:
+        unknown = sorted(set(settings["tasks"]) - set(GROBID_CALLS))
     if unknown:
         parser.error(f"--tasks {' '.join(unknown)}: only with --early-stopping (the suite's tasks: "
                      f"{', '.join(FULL['tasks'])})")
@@ -450,14 +519,21 @@ def main() -> int:
     if args.early_stopping:
         jobs, train_runs = run_early_stopping(r, settings, vectors)
         tagging: list[dict] = []
+    elif args.grobid_calls:
+        jobs, train_runs, tagging = run_grobid_calls(r, settings, vectors)
     else:
         jobs, train_runs, tagging, skipped = run_suite(r, settings, args.no_bert, vectors)
-    rows = build_rows(jobs, train_runs, tagging)
+    if args.grobid_calls:
+        by_job = {t["key"]: t for t in tagging}
+        rows = [row for job in jobs for row in grobid_call_rows(job, by_job[job["key"]])]
+    else:
+        rows = build_rows(jobs, train_runs, tagging)
     print()
     print_markdown(rows)
     for line in skipped + r.failures:
         print(f"note: {line}")
-    mode = ("quick" if args.quick else "full") + ("-early-stopping" if args.early_stopping else "")
+    mode = ("quick" if args.quick else "full") + ("-early-stopping" if args.early_stopping else "") \
+        + ("-grobid-calls" if args.grobid_calls else "")
     payload = {
         "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
         "mode": mode, "command": " ".join(sys.argv), "method": METHOD_VERSION,

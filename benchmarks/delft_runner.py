@@ -9,6 +9,7 @@ Commands (the same as textorch_runner.py's, so the two are timed the same way):
     warm     build DeLFT's LMDB cache of the word vectors (outside any timing)
     train    train with ``Sequence.train`` on given train/valid files, score the test file
     tag      load a model, then time ``Sequence.tag`` on sequences held in memory
+    calls    load a model, then time GROBID-sized calls: ``load_data_crf_string`` + ``Sequence.tag`` per document
     load     cold start: import DeLFT and load a model in a fresh process
     tagfile  read a file, tag it, write it back (timed from outside as a whole process)
 """
@@ -25,6 +26,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 
 from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
+from runner_common import add_calls_command, grobid_call_rows, read_calls
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -32,7 +34,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 with contextlib.redirect_stdout(sys.stderr):
     import torch  # noqa: E402
-    from delft.sequenceLabelling.reader import load_data_and_labels_conll, load_data_and_labels_crf_file  # noqa: E402
+    from delft.sequenceLabelling.reader import (  # noqa: E402
+        load_data_and_labels_conll,
+        load_data_and_labels_crf_file,
+        load_data_crf_string,
+    )
     from delft.sequenceLabelling.wrapper import Sequence  # noqa: E402
     from delft.utilities.Utilities import set_random_seed  # noqa: E402
 _IMPORT_S = time.perf_counter() - _T0
@@ -197,6 +203,32 @@ def cmd_tag(args: argparse.Namespace) -> None:
           "n_sequences": len(x), "n_tokens": sum(lengths)})
 
 
+def cmd_calls(args: argparse.Namespace) -> None:
+    """GROBID's own use of DeLFT, timed per document (benchmarks/README.md, "GROBID-sized calls").
+
+    As GROBID's ``DeLFTModel`` does: one ``Sequence`` loaded once, ``model_config.batch_size``
+    and ``max_sequence_length`` set after ``load``, then for each document the reader's
+    ``load_data_crf_string(text)`` and ``tag(x, None)`` (with ``features=`` when the model reads
+    feature columns). DeLFT keeps nothing across calls, so it has one row (new tokens).
+    """
+    texts, n_sequences, tokens, per_call = read_calls(args.calls)
+    started = time.perf_counter()
+    model = _load(args.model)
+    load_s = time.perf_counter() - started
+    model.model_config.batch_size = per_call
+    model.model_config.max_sequence_length = args.max_sequence_length
+    uses_features = bool(model.model_config.features_indices)
+
+    def call(text: str):
+        x, f = load_data_crf_string(text)
+        with contextlib.redirect_stdout(sys.stderr):
+            return model.tag(x, None, features=f) if uses_features else model.tag(x, None)
+
+    rows = grobid_call_rows(call, texts, n_sequences, tokens, args.repeats, args.min_seconds, seen_rows=False)
+    emit({"system": "delft", "interface": "delft", "load_s": load_s, "tagging": rows, "per_call": per_call,
+          "n_calls": len(texts), "n_sequences": n_sequences, "n_tokens": tokens, "features": uses_features})
+
+
 def cmd_load(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     _load(args.model)
@@ -248,6 +280,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--min-seconds", type=float, default=0.5, help="loop short calls to last at least this long")
     p.set_defaults(run=cmd_tag)
+
+    add_calls_command(commands, cmd_calls)
 
     p = commands.add_parser("load")
     p.add_argument("--model", required=True)

@@ -33,19 +33,20 @@ from common import machine, print_table, shared, write_json  # noqa: E402
 def matmul_gflops(n: int, repeats: int = 5, library: str = "mkl") -> float | None:
     """Best-of-repeats rate of an (n x n) x (n x n) fp32 product: the machine's practical ceiling.
 
-    ``mkl`` is ``torch.mm`` (PyTorch's BLAS), ``onednn`` the oneDNN product textorch's dense layers
-    use at inference (None where this torch lacks it). Both are measured because they differ:
+    ``mkl`` is ``torch.mm`` (PyTorch's BLAS), ``onednn`` oneDNN's product, on which its LSTM
+    kernels build (None where this torch lacks it). Both are measured because they differ:
     on an AMD CPU with AVX-512, MKL keeps to its AVX2 code and reached 117 GFLOP/s against
     oneDNN's 265, and oneDNN's LSTM then ran at 150 % of the MKL figure."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     if library == "mkl":
         product = lambda: torch.mm(a, b)  # noqa: E731
     else:
-        from textorch.models.cpu_linear import onednn_linear_available
+        from textorch.runtime.onednn_ops import mkldnn_op
 
-        if not onednn_linear_available():
+        linear_pointwise = mkldnn_op("_linear_pointwise")
+        if linear_pointwise is None:
             return None
-        product = lambda: torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")  # noqa: E731
+        product = lambda: linear_pointwise(a, b, None, "none", [], "")  # noqa: E731
     with torch.inference_mode():
         product()  # warm-up
         best = float("inf")
@@ -119,20 +120,12 @@ class RecurrentFlops:
 def count_flops(model: nn.Module, fn) -> int:
     from torch.utils.flop_counter import FlopCounterMode  # heavy import (sympy): only when counting
 
-    from textorch.models import cpu_linear
-
-    # The counter knows ``F.linear``'s products, not oneDNN's operator: count with the dense
-    # layers on their ordinary path (the same multiply-adds), time them on the fast one.
-    threshold, cpu_linear.ONEDNN_MIN_MACS = cpu_linear.ONEDNN_MIN_MACS, float("inf")
-    try:
-        with FlopCounterMode(display=False) as counter:
-            recurrent = RecurrentFlops(model, counter)
-            try:
-                fn()
-            finally:
-                recurrent.close()
-    finally:
-        cpu_linear.ONEDNN_MIN_MACS = threshold
+    with FlopCounterMode(display=False) as counter:
+        recurrent = RecurrentFlops(model, counter)
+        try:
+            fn()
+        finally:
+            recurrent.close()
     return recurrent.flops + counter.get_total_flops() - recurrent.counted_inside
 
 

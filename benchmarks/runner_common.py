@@ -6,6 +6,7 @@ installed. Both runners time tagging with the same function, so neither gets a k
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -152,3 +153,76 @@ def tagging_rows(
     if seen_rows:
         rows["stream_seen"] = timing_row(*repeat_seconds(stream, repeats, min_seconds), n_small, tokens)
     return rows
+
+
+def grobid_call_texts(blocks: Sequence[Sequence[str]], per_call: int) -> list[str]:
+    """The inputs of GROBID-sized calls: ``per_call`` sequences per text, as GROBID writes them.
+
+    ``blocks`` are the sequences of a labelled GROBID file as raw lines (``bench_data.grobid_blocks``).
+    GROBID hands its model one string per document: per token one line of the token and its
+    feature columns, separated by spaces, without a label, and a blank line after each
+    sequence. The last column of each line, the label, is dropped here; the sequences are
+    cut into consecutive calls of ``per_call`` (the last call takes what is left), so that
+    every test sequence is tagged once per pass.
+    """
+    if per_call < 1:
+        raise ValueError(f"per_call must be at least 1, not {per_call}")
+    texts = []
+    for start in range(0, len(blocks), per_call):
+        sequences = []
+        for lines in blocks[start:start + per_call]:
+            rows = [line.split()[:-1] for line in lines]
+            sequences.append("".join(" ".join(fields) + "\n" for fields in rows if fields))
+        texts.append("\n".join(sequences))
+    return texts
+
+
+def grobid_call_rows(call: Callable[[object], object], inputs: Sequence, n_sequences: int, tokens: int,
+                     repeats: int, min_seconds: float, fresh: Callable[[], object] = no_state,
+                     name: str = "grobid_calls", seen_rows: bool = True) -> dict:
+    """Tokens/s of a pass of ``call(x)`` over every ``x`` in ``inputs``, one call per document.
+
+    One untimed pass comes first, so that :func:`repeat_seconds` sizes its loops on a pass
+    that builds nothing lazily (DeLFT's first ``tag`` builds its tagger: a pass ten times as
+    long, which left two loops a repeat). A pass is timed whole (every call of a document of the test split, one after the other,
+    as GROBID tags a corpus); ``fresh`` runs before every pass, outside the clock, as in
+    :func:`tagging_rows`, so ``name`` measures new tokens (a token met by an earlier call of
+    the same pass is known). ``seen_rows`` adds ``<name>_seen``: the same passes without any
+    reset, every token met before.
+    """
+    def one_pass() -> None:
+        for x in inputs:
+            call(x)
+
+    fresh()
+    one_pass()  # lazily built objects (DeLFT's first tag builds its tagger): not what a pass costs
+    rows = {name: timing_row(*repeat_seconds(one_pass, repeats, min_seconds, prepare=fresh), n_sequences, tokens)}
+    if seen_rows:
+        rows[f"{name}_seen"] = timing_row(*repeat_seconds(one_pass, repeats, min_seconds), n_sequences, tokens)
+    return rows
+
+
+def read_calls(path: str) -> tuple[list[str], int, int, int]:
+    """The call texts an orchestrator wrote (:func:`write_calls`): texts, sequences, tokens, per call."""
+    with open(path, encoding="utf-8") as source:
+        written = json.load(source)
+    return written["texts"], written["n_sequences"], written["n_tokens"], written["per_call"]
+
+
+def write_calls(path: str, blocks: Sequence[Sequence[str]], per_call: int) -> None:
+    """One file of call texts read by both runners, so that both tag the very same strings."""
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump({"texts": grobid_call_texts(blocks, per_call), "n_sequences": len(blocks),
+                   "n_tokens": sum(len(lines) for lines in blocks), "per_call": per_call}, out)
+
+
+def add_calls_command(commands: argparse._SubParsersAction, run: Callable[[argparse.Namespace], None]) -> None:
+    """The ``calls`` command of both runners, with the same options, so that the orchestrator
+    starts both the same way (``bench_vs_delft.measure_grobid_calls``)."""
+    p = commands.add_parser("calls")
+    p.add_argument("--model", required=True)
+    p.add_argument("--calls", required=True, help="JSON of the call texts (write_calls)")
+    p.add_argument("--max-sequence-length", type=int, required=True)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--min-seconds", type=float, default=0.5, help="loop short passes to last at least this long")
+    p.set_defaults(run=run)

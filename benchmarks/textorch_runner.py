@@ -8,6 +8,8 @@ Commands:
     warm     build textorch's LMDB cache of the word vectors and Numba's of the CRF kernel (outside any timing)
     train    build and fit a ``SequenceLabeler`` on given train/valid/test files (fixed epochs, or --preset)
     tag      load a model, then time ``SequenceLabeler.predict`` on sequences held in memory
+    calls    GROBID-sized calls through the DeLFT facade (``load_data_crf_string`` + ``Sequence.tag``
+             per document), and the same calls through ``SequenceLabeler.predict`` alone
     load     cold start: import textorch and load a model in a fresh process
 """
 
@@ -27,6 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
+from runner_common import add_calls_command, grobid_call_rows, read_calls
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
@@ -122,7 +125,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     ``epoch_s`` is each epoch's loop over its training batches alone (the trainer's own
     per-epoch clock), validation left out. Scoring the test set and saving come after both.
     """
-    from textorch.data.validated import read_validated
+    from textorch.data.checked_read import read_validated
     from textorch.embeddings import open_embeddings
 
     model_config, train_config, data_config = _train_settings(args)
@@ -212,6 +215,60 @@ def cmd_tag(args: argparse.Namespace) -> None:
           "n_sequences": len(sequences), "n_tokens": sum(lengths), "f1": f1})
 
 
+def cmd_calls(args: argparse.Namespace) -> None:
+    """GROBID's use of the DeLFT facade, timed per document, as delft_runner.py times DeLFT.
+
+    One facade ``Sequence`` loaded once (through ``$TEXTORCH_CACHE_DIR``, the runner's cache,
+    as a GROBID process would be configured), ``model_config.batch_size`` and
+    ``max_sequence_length`` set after ``load``, then per document the facade's
+    ``load_data_crf_string(text)`` and ``tag(x, None[, features=f])``. Rows:
+
+    - ``grobid_calls`` / ``_seen``: that whole call, new tokens (fresh state before every
+      pass) and tokens seen before: the rows compared with DeLFT.
+    - ``grobid_calls_tag``: the facade's ``tag`` alone, the text parsed before the clock.
+    - ``grobid_calls_predict`` / ``_seen``: ``SequenceLabeler.predict`` alone on the same
+      calls' sequences, built before the clock: textorch's plain path, without the facade,
+      so that the facade's cost (reading the text, building the sequences, the answer's
+      pairs) is the difference between these rows and the first ones.
+    """
+    if args.cache_dir:
+        os.environ["TEXTORCH_CACHE_DIR"] = args.cache_dir
+    from pathlib import Path
+
+    from textorch.tagging.delft.facade import Sequence
+    from textorch.tagging.delft.reader import load_data_crf_string
+
+    texts, n_sequences, tokens, per_call = read_calls(args.calls)
+    started = time.perf_counter()
+    model = Sequence(Path(args.model).name)
+    model.load(args.model)
+    load_s = time.perf_counter() - started
+    model.model_config.batch_size = per_call
+    model.model_config.max_sequence_length = args.max_sequence_length
+    labeler = model.labeler
+    labeler.preload_crf_decoder()  # as cmd_tag: the steady state of a long-lived process
+    uses_features = bool(model.model_config.features_indices)
+
+    def call(text: str) -> list:
+        x, f = load_data_crf_string(text)
+        return model.tag(x, None, features=f) if uses_features else model.tag(x, None)
+
+    def fresh() -> None:
+        fresh_token_state(labeler, args.cache_dir)
+
+    parsed = [load_data_crf_string(text) for text in texts]
+    documents = [Sequence._sequences(x, f if uses_features else None, labeler)[0] for x, f in parsed]
+    common = (n_sequences, tokens, args.repeats, args.min_seconds)
+    rows = grobid_call_rows(call, texts, *common, fresh=fresh)
+    rows |= grobid_call_rows(lambda xf: model.tag(xf[0], None, features=xf[1]) if uses_features
+                             else model.tag(xf[0], None), parsed, *common, fresh=fresh,
+                             name="grobid_calls_tag", seen_rows=False)
+    rows |= grobid_call_rows(lambda document: labeler.predict(document, batch_size=per_call, with_scores=False),
+                             documents, *common, fresh=fresh, name="grobid_calls_predict")
+    emit({"system": "textorch", "interface": "delft facade", "load_s": load_s, "tagging": rows, "per_call": per_call,
+          "n_calls": len(texts), "n_sequences": n_sequences, "n_tokens": tokens, "features": uses_features})
+
+
 def cmd_load(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     _load(args.model, args.cache_dir)
@@ -267,6 +324,8 @@ def main() -> None:
     p.add_argument("--labels-only", action="store_true",
                    help="tag without per-token confidences (DeLFT's tag gives CRF labels only)")
     p.set_defaults(run=cmd_tag)
+
+    add_calls_command(commands, cmd_calls)
 
     p = commands.add_parser("load")
     p.add_argument("--model", required=True)

@@ -619,3 +619,97 @@ def test_a_fresh_token_state_forgets_every_token_and_tags_the_same(tmp_path):
     textorch_runner.fresh_token_state(labeler, cache)
     assert memories() == (1, 0, 0, 0) and labeler.embeddings is not old  # the padding row alone
     assert [p.labels for p in labeler.predict(corpus.sequences[:4], batch_size=2)] == before
+
+
+def test_grobid_call_texts_are_feature_lines_without_labels_cut_into_calls():
+    from textorch.tagging.delft.reader import load_data_crf_string
+
+    blocks = [[f"w{i}{j} f{i}{j} X I-<a>" for j in range(i + 1)] for i in range(5)]
+    texts = runner_common.grobid_call_texts(blocks, per_call=2)
+    assert len(texts) == 3  # 2 + 2 + the 1 left
+    assert texts[0] == "w00 f00 X\n\nw10 f10 X\nw11 f11 X\n"  # a blank line after each sequence but the last
+    assert "I-<a>" not in "".join(texts)
+    tokens, features = [], []
+    for text in texts:
+        x, f = load_data_crf_string(text)
+        tokens += x
+        features += f
+    assert tokens == [[line.split()[0] for line in block] for block in blocks]
+    assert features == [[line.split()[1:3] for line in block] for block in blocks]
+    with pytest.raises(ValueError):
+        runner_common.grobid_call_texts(blocks, per_call=0)
+
+
+def test_the_call_texts_file_is_what_both_runners_read(tmp_path):
+    blocks = [["a x L"], ["b y L", "c z L"], ["d w L"]]
+    path = tmp_path / "calls.json"
+    runner_common.write_calls(str(path), blocks, per_call=2)
+    texts, n_sequences, tokens, per_call = runner_common.read_calls(str(path))
+    assert texts == runner_common.grobid_call_texts(blocks, 2)
+    assert (n_sequences, tokens, per_call) == (3, 4, 2)
+
+
+def test_grobid_call_passes_start_fresh_after_one_untimed_pass_and_the_seen_passes_do_not():
+    events = []
+    rows = runner_common.grobid_call_rows(lambda text: events.append(("call", text)), ["t1", "t2"], 3, 7, repeats=2,
+                                          min_seconds=0.0, fresh=lambda: events.append(("fresh",)))
+    assert set(rows) == {"grobid_calls", "grobid_calls_seen"}
+    assert rows["grobid_calls"]["n_tokens"] == 7 and rows["grobid_calls"]["n_sequences"] == 3
+    one_pass = [("call", "t1"), ("call", "t2")]
+    # the extra untimed pass, repeat_seconds' warm-up, then 2 repeats: each from a fresh state
+    assert events[:12] == [("fresh",), *one_pass] * 4
+    assert events[12:] == one_pass * 3  # seen: warm-up and 2 repeats, no reset
+    peer = runner_common.grobid_call_rows(lambda text: None, ["t"], 1, 1, repeats=1, min_seconds=0.0,
+                                          name="x", seen_rows=False)
+    assert set(peer) == {"x"}
+
+
+def test_grobid_call_rows_compare_the_facade_with_delft_and_with_textorch_s_predict():
+    job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
+
+    def rate(*rounds: float) -> dict:
+        return {"tokens_per_s": statistics.median(rounds), "rounds_tokens_per_s": list(rounds)}
+
+    tag = {"key": job["key"],
+           "delft_calls": {"per_call": 30, "tagging": {"grobid_calls": rate(100.0, 100.0, 100.0)}},
+           "textorch_calls": {"per_call": 30, "tagging": {
+               "grobid_calls": rate(300.0, 400.0, 200.0), "grobid_calls_seen": rate(500.0, 500.0, 500.0),
+               "grobid_calls_predict": rate(400.0, 400.0, 400.0), "grobid_calls_predict_seen": rate(500.0, 500.0, 500.0)}}}
+    rows = {row["metric"]: row for row in bench_table.grobid_call_rows(job, tag)}
+    new = rows["GROBID-sized calls through the DeLFT interface (30 sequences a call), tok/s, new tokens"]
+    assert new["ratio"] == pytest.approx(3.0) and new["target"] == ">= 3x" and new["met"] is True
+    seen = rows["GROBID-sized calls through the DeLFT interface (30 sequences a call), tok/s, tokens seen before"]
+    assert seen["ratio"] == pytest.approx(5.0) and seen["delft"] == 100.0 and seen["target"] is None
+    cost = [row for name, row in rows.items() if "predict alone" in name]
+    assert [row["ratio"] for row in cost] == pytest.approx([0.75, 1.0])  # round by round: 0.75, 1.0, 0.5
+    assert bench_table.grobid_call_rows(job, {"key": job["key"]}) == []
+    full = {row["metric"] for row in bench_table.build_rows([job], [], [tag])}
+    assert set(rows) <= full  # the suite's table holds them too
+
+
+def test_grobid_calls_run_in_rounds_on_one_calls_file_for_the_grobid_tasks_only(tmp_path):
+    test = tmp_path / "test.txt"
+    test.write_text("a x L\n\nb y L\nc z L\n\n", encoding="utf-8")
+
+    from types import SimpleNamespace
+
+    files = SimpleNamespace(format="grobid", delft={"test": str(test)}, textorch={"test": str(test)})
+    _seed1_models(tmp_path)
+    answer = {"tagging": {"grobid_calls": {"tokens_per_s": 1.0}}}
+    r = _RecordingRunner(tmp_path, lambda system, args: (answer, 0.0))
+    job = {"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF"}
+    models = bench_vs_delft.model_dirs(r, job)
+    settings = {"repeats": 3, "rounds": 2, "grobid_calls": True}
+    out = bench_vs_delft.measure_grobid_calls(r, job, files, settings, models)
+    assert set(out) == {"delft_calls", "textorch_calls"} and out["delft_calls"]["rounds"] == 2
+    assert [system for system, _ in r.calls] == ["delft", "textorch", "textorch", "delft"]
+    calls_files = {args[args.index("--calls") + 1] for _, args in r.calls}
+    assert len(calls_files) == 1
+    texts, n_sequences, _, per_call = runner_common.read_calls(calls_files.pop())
+    assert (n_sequences, per_call) == (2, 30) and texts == ["a x\n\nb y\nc z\n"]
+    for system, args in r.calls:
+        assert args[:3] == ["calls", "--model", str(models[system])]
+        assert args[args.index("--max-sequence-length") + 1] == str(bench_vs_delft.GROBID_MAX_SEQUENCE_LENGTH)
+    for other in ({**job, "task": "conll"}, {**job, "transformer": "bert"}):
+        assert bench_vs_delft.measure_grobid_calls(r, other, files, settings, models) == {}
+    assert bench_vs_delft.measure_grobid_calls(r, job, files, {**settings, "grobid_calls": False}, models) == {}
