@@ -35,7 +35,10 @@ stays a few tens of MB whatever ``RESAMPLES`` is."""
 
 def sequence_counts(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> np.ndarray:
     """``(n, 3)`` int64 array: true positives, false positives, false negatives of each sequence
-    (entities of all types together: the micro average), entities read as seqeval reads them."""
+    (entities of all types together: the micro average), entities read as seqeval reads them.
+
+    A predicted tag that is no label at all (DeLFT's BERT_CRF can predict its padding label
+    ``<PAD>``) names no entity: it is read as ``O``, as seqeval reads it, not refused."""
     from textorch.eval.metrics import extract_entities
 
     if len(gold) != len(pred):
@@ -44,9 +47,14 @@ def sequence_counts(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]
     for row, (g, p) in enumerate(zip(gold, pred)):
         if len(g) != len(p):
             raise ValueError(f"sequence {row}: {len(g)} gold labels but {len(p)} predicted")
-        truth, guess = set(extract_entities(g)), set(extract_entities(p))
+        truth, guess = set(extract_entities(g)), set(extract_entities(_labels_only(p)))
         counts[row] = len(truth & guess), len(guess - truth), len(truth - guess)
     return counts
+
+
+def _labels_only(tags: Sequence[str]) -> list[str]:
+    """``tags`` with anything that is neither ``O`` nor a prefixed label replaced by ``O``."""
+    return [t if t == "O" or (len(t) > 2 and t[1] == "-" and t[0] in "BIES") else "O" for t in tags]
 
 
 def gold_digest(gold: Sequence[Sequence[str]]) -> str:

@@ -713,3 +713,12 @@ def test_grobid_calls_run_in_rounds_on_one_calls_file_for_the_grobid_tasks_only(
     for other in ({**job, "task": "conll"}, {**job, "transformer": "bert"}):
         assert bench_vs_delft.measure_grobid_calls(r, other, files, settings, models) == {}
     assert bench_vs_delft.measure_grobid_calls(r, job, files, {**settings, "grobid_calls": False}, models) == {}
+
+
+def test_a_predicted_padding_label_names_no_entity() -> None:
+    """DeLFT's BERT_CRF can predict its '<PAD>' label: the scorer reads it as O, it does not stop."""
+    import f1_bootstrap
+
+    gold = [["B-PER", "I-PER", "O"], ["B-LOC", "O", "O"]]
+    pred = [["B-PER", "I-PER", "<PAD>"], ["<PAD>", "O", "O"]]
+    assert f1_bootstrap.sequence_counts(gold, pred).tolist() == [[1, 0, 0], [0, 0, 1]]
