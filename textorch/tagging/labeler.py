@@ -108,8 +108,7 @@ class SequenceLabeler(LabelerAPI):
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
         self._char_encoder_route: tuple[torch.nn.Module, torch.nn.Module | None] | None = None
-        """``(model, its character encoder)``, found once per model object: ``self.model`` may be
-        replaced, and a module walk costs more than a one-sequence call can spare."""
+        """``(model, its character encoder)``, found once per model object (``self.model`` may be replaced)."""
         self._calls_changed = threading.Condition()
         self._calls_in_flight = 0
         """Tagging calls running now (in any thread): the word table is bounded only while no
@@ -259,8 +258,7 @@ class SequenceLabeler(LabelerAPI):
         return choose(n_tokens) if choose is not None else self.runner
 
     def _char_encoder(self) -> torch.nn.Module | None:
-        """The model's character encoder, found once per model object (a module walk costs
-        noticeable on one-sequence calls)."""
+        """The model's character encoder, found once per model object: a module walk on every small call adds up."""
         model, encoder = self._char_encoder_route or (None, None)
         if model is not self.model:
             model = self.model
