@@ -8,14 +8,8 @@ from textorch.embeddings.registry import (
     registry_location,
     resolve_spec,
 )
-from textorch.embeddings.static import (
-    FileFormat,
-    StaticEmbeddings,
-    VectorFileReader,
-    fingerprint_file,
-    open_embeddings,
-    sniff_format,
-)
+from textorch.embeddings.static import StaticEmbeddings, open_embeddings
+from textorch.embeddings.vector_files import FileFormat, VectorFileReader, fingerprint_file, sniff_format
 
 __all__ = [
     "ENV_CACHE_DIR",

@@ -31,8 +31,8 @@ from tqdm import tqdm
 
 from textorch.errors import ConfigError
 
-if TYPE_CHECKING:  # static.py imports this module; the reader is passed in, not imported
-    from textorch.embeddings.static import FileFormat, VectorFileReader
+if TYPE_CHECKING:  # the reader is passed in, not imported
+    from textorch.embeddings.vector_files import FileFormat, VectorFileReader
 
 logger = logging.getLogger(__name__)
 

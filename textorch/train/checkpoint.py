@@ -27,20 +27,19 @@ import hashlib
 import json
 import logging
 import os
-import random
 import re
 import shutil
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
 import torch
 
 from textorch import __version__
 from textorch.errors import TextorchError
 from textorch.train.dist import DistContext
+from textorch.train.rng_state import capture_rng
 
 if TYPE_CHECKING:  # the trainer imports this module's users, not the other way round
     from textorch.train.trainer import Progress, Trainer, TrainingResult
@@ -113,35 +112,6 @@ def run_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
             else:
                 lines.append(f"{name} was {a!r}, is now {b!r}")
     return lines
-
-
-# --------------------------------------------------------------------- random states
-def capture_rng(device: torch.device) -> dict[str, Any]:
-    """This process's random-number states, as tensors and plain values."""
-    _, keys, pos, has_gauss, cached = np.random.get_state()
-    version, python_state, gauss_next = random.getstate()
-    state: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "numpy_keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
-        "numpy_pos": int(pos),
-        "numpy_has_gauss": int(has_gauss),
-        "numpy_gauss": float(cached),
-        "python_version": int(version),
-        "python_state": torch.tensor(python_state, dtype=torch.int64),
-        "python_gauss": gauss_next,
-    }
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def restore_rng(state: dict[str, Any], device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
-    keys = state["numpy_keys"].numpy().astype(np.uint32)
-    np.random.set_state(("MT19937", keys, state["numpy_pos"], state["numpy_has_gauss"], state["numpy_gauss"]))
-    random.setstate((state["python_version"], tuple(int(v) for v in state["python_state"].tolist()), state["python_gauss"]))
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
 
 
 # --------------------------------------------------------------------- the checkpointer
@@ -382,7 +352,7 @@ def final_result(snapshot: Snapshot) -> "TrainingResult":
 def resume_progress(trainer: "Trainer", snapshot: Snapshot) -> "Progress":
     """Load an in-progress checkpoint into ``trainer`` (weights, optimizer, scheduler, scaler)
     and return where training stands. Random states are restored separately, just before the
-    first step (:func:`restore_rng`), since setting up the trainer may draw random numbers."""
+    first step (:func:`textorch.train.rng_state.restore_rng`), since setting up the trainer may draw random numbers."""
     from textorch.train.trainer import EpochRecord, Progress, TrainingResult
 
     state, meta = snapshot.state, snapshot.meta

@@ -22,7 +22,8 @@ from tqdm import tqdm
 
 from textorch.train.config import TrainConfig
 from textorch.data.batching import bucketed_batches
-from textorch.train.checkpoint import final_result, restore_rng, resume_progress
+from textorch.train.checkpoint import final_result, resume_progress
+from textorch.train.rng_state import restore_rng
 from textorch.train.dist import DistContext
 from textorch.train.records import EpochRecord, Progress, TrainingResult
 from textorch.train.parallel import Precision, no_sync_unless, plan_micro_batches, wrap_for_training
