@@ -75,12 +75,17 @@ def _off(name: str) -> contextlib.AbstractContextManager:
         return None if costs is padded_rnn.FINAL_STATE_GROUP_COSTS else _length_groups(lengths, costs)
 
     _length_groups = padded_rnn.length_groups
+    one_sequence_off = (labeler.SequenceLabeler, "_tag_one_sequence", lambda self, data, with_scores: None)
+    char_time_major_off = (padded_rnn, "time_major_final_states", padded_rnn._batch_first_final_states)
     table = {
         "laid_out_lstm": [(onednn_lstm, "run_dtype", lambda rnn, x: None)],
         "row_buckets": [(padded_rnn, "in_row_buckets", no_buckets)],
         "inference_groups": [(labeler, "group_costs", lambda *a, **k: None)],
         "char_length_groups": [(padded_rnn, "length_groups", char_groups_off)],
         "crf_kernel_vs_torch": [(crf.CRF, "cpu_best_paths", _torch_crf_decode)],
+        "one_sequence_route": [one_sequence_off],
+        "char_time_major": [char_time_major_off],
+        "one_sequence_stack": [one_sequence_off, char_time_major_off],
     }
     return patched(*table[name])
 
@@ -101,6 +106,9 @@ PATHS: dict[str, tuple[str, ...]] = {
     "inference_groups": ("batch32", "batch256"),
     "char_length_groups": ("batch32", "batch256", "train"),
     "crf_kernel_vs_torch": INFERENCE_ROWS,
+    "one_sequence_route": ("one-new", "one-seen"),
+    "char_time_major": INFERENCE_ROWS,
+    "one_sequence_stack": INFERENCE_ROWS,
 }
 
 

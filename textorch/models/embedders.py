@@ -1,9 +1,9 @@
 """Token-level input representations; each maps a :class:`Batch` to ``(B, L, output_dim)``.
 
 An architecture is a list of these, concatenated, so "word vectors + char CNN + casing" is a
-configuration, not a class. Besides ``forward``, each embedder knows its own form for the other
-route a tagger runs (:class:`Embedder`): the ONNX export, so no other module re-implements the
-stack by asking each embedder's type.
+configuration, not a class. Besides ``forward``, each embedder knows its own forms for the two
+other routes a tagger runs (:class:`Embedder`): the ONNX export and the one-sequence call, so no
+other module re-implements the stack by asking each embedder's type.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 from textorch.data.batching import Batch
+from textorch.data.encoding import EncodedSequence
+from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError
 from textorch.models import export_layers
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs
@@ -18,15 +20,40 @@ from textorch.models.rows import inverse_permutation, select_rows
 
 
 class Embedder(nn.Module):
-    """What every embedder offers beyond ``forward``: ``graph_inputs`` and :meth:`export_form`,
-    the ONNX graph inputs it reads and an export-friendly module computing its output from them
-    (``onnx/export.py`` stacks these). The default refuses the export, naming the embedder.
+    """What every embedder offers beyond ``forward``; the defaults say "this route is not served".
+
+    * ``graph_inputs`` and :meth:`export_form`: the ONNX graph inputs it reads and an
+      export-friendly module computing its output from them (``onnx/export.py`` stacks these);
+    * ``serves_one_sequence`` and :meth:`one_sequence_vectors`: its ``(T, output_dim)`` output for
+      one encoded sequence, straight from the encoded ids (:mod:`textorch.models.one_sequence`);
+      ``reads_token_vectors``: that output is read from the call's character-encoder vectors.
     """
 
     graph_inputs: tuple[str, ...] = ()
+    serves_one_sequence = False
+    reads_token_vectors = False
 
     def export_form(self) -> nn.Module:
         raise ConfigError(f"ONNX export does not know the embedder {type(self).__name__}")
+
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        """``(T, output_dim)`` for ``item``, or None where a part the call needs is missing
+        (the batch route then runs, and reports it)."""
+        return None
+
+
+class TokenVectorReader(Embedder):
+    """A character encoder's one-sequence form: its rows of the call's token-type vectors."""
+
+    serves_one_sequence = True
+    reads_token_vectors = True
+
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        if token_vectors is None:
+            return None
+        return token_vectors.index_select(0, torch.from_numpy(item.type_ids))
 
 
 class WordVectorEmbedder(Embedder):
@@ -37,6 +64,7 @@ class WordVectorEmbedder(Embedder):
         self.output_dim = dim
 
     graph_inputs = ("word_vectors",)
+    serves_one_sequence = True
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.word_vectors is None:
@@ -46,9 +74,14 @@ class WordVectorEmbedder(Embedder):
     def export_form(self) -> nn.Module:
         return nn.Identity()
 
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        if item.word_ids is None or word_table is None:
+            return None
+        return torch.from_numpy(word_table.matrix[item.word_ids])
 
 
-class CharBiLSTMEmbedder(Embedder):
+class CharBiLSTMEmbedder(TokenVectorReader):
     """Character BiLSTM per token; final states of both directions form the token vector."""
 
     def __init__(self, n_chars: int, char_dim: int = 25, hidden: int = 25) -> None:
@@ -95,7 +128,7 @@ def per_token(encode_rows, batch: Batch) -> torch.Tensor:
     return encode_rows(batch.char_ids.reshape(b * l, c)).reshape(b, l, -1)
 
 
-class CharCNNEmbedder(Embedder):
+class CharCNNEmbedder(TokenVectorReader):
     """Character convolution with max pooling over the token (Ma and Hovy's char CNN).
 
     ``padded_to`` > 0 reproduces DeLFT 1.x's variant, which imported models need: each token is
@@ -147,6 +180,7 @@ class CasingEmbedder(Embedder):
         self.output_dim = dim
 
     graph_inputs = ("casing_ids",)
+    serves_one_sequence = True
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return self.embedding(batch.casing_ids)
@@ -154,6 +188,9 @@ class CasingEmbedder(Embedder):
     def export_form(self) -> nn.Module:
         return self.embedding
 
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        return self.embedding(torch.from_numpy(item.casing_ids))
 
 
 class FeatureEmbedder(Embedder):
@@ -171,6 +208,7 @@ class FeatureEmbedder(Embedder):
         return self.embed(batch.feature_ids)
 
     graph_inputs = ("feature_ids",)
+    serves_one_sequence = True
 
     def embed(self, feature_ids: torch.Tensor) -> torch.Tensor:
         """``(B, L, F)`` feature ids -> ``(B, L, output_dim)`` (the ONNX export calls this too)."""
@@ -180,6 +218,11 @@ class FeatureEmbedder(Embedder):
     def export_form(self) -> nn.Module:
         return export_layers.Features(self)
 
+    def one_sequence_vectors(self, item: EncodedSequence, word_table: WordTable | None,
+                             token_vectors: torch.Tensor | None) -> torch.Tensor | None:
+        if item.feature_ids is None:
+            return None
+        return self.embed(torch.from_numpy(item.feature_ids[None]))[0]
 
 
 class FeatureLSTMEmbedder(Embedder):

@@ -12,7 +12,8 @@ training updates the same weights and saved models are unchanged.
 Character encoders see rows of very different lengths (CoNLL tokens: 1 to 20+ characters,
 mostly under 8), so :func:`final_states` sorts rows by length and runs a few groups, each
 padded to its own longest row, cut where a cost model says
-(:mod:`textorch.models.length_groups`). Measurements: docs/performance.md.
+(:mod:`textorch.models.length_groups`); at CPU inference their final states are read
+time-major (:mod:`textorch.models.time_major_rnn`). Measurements: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from textorch.models.costs import FINAL_STATE_GROUP_COSTS
 from textorch.models.length_groups import in_length_groups, length_groups
 from textorch.models.row_buckets import in_row_buckets
 from textorch.models.rows import permute_rows, select_rows
+from textorch.models.time_major_rnn import time_major_final_states
 
 # What lived in this module before it was split by concern, importable from here as before.
 from textorch.models.costs import GroupCosts as GroupCosts
@@ -213,6 +215,12 @@ def final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> tor
 
 
 def _final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    if rnn.num_layers == 1 and lengths.device.type == "cpu" and onednn_lstm.applies(rnn, x):
+        return time_major_final_states(rnn, x, lengths)
+    return _batch_first_final_states(rnn, x, lengths)
+
+
+def _batch_first_final_states(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     out = padded_rnn(rnn, x, lengths)
     hidden = rnn.hidden_size
     last = (lengths.to(out.device) - 1).clamp(min=0)

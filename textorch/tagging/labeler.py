@@ -32,6 +32,7 @@ from textorch.runtime.precision import inference_autocast
 from textorch.models.crf import CRF
 from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.embedders import rows_encoder
+from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.architectures import BUILDERS, get_architecture
 from textorch.models.transformer_source import TransformerParts, load_saved
@@ -107,8 +108,12 @@ class SequenceLabeler(LabelerAPI):
         :mod:`textorch.runtime.precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
-        self._char_encoder_route: tuple[torch.nn.Module, torch.nn.Module | None] | None = None
-        """``(model, its character encoder)``, found once per model object (``self.model`` may be replaced)."""
+        self.one_sequence_route = True
+        """Tag a call of one sequence through :class:`OneSequenceTagger` where it serves the model
+        (the batch route's results, without a batch); False: always the batch route."""
+        self._routes: tuple[torch.nn.Module, torch.nn.Module | None, OneSequenceTagger | None] | None = None
+        """``(model, its character encoder, its one-sequence route)``, found once per model object
+        (``self.model`` may be replaced): a module walk costs more than a one-sequence call can spare."""
         self._calls_changed = threading.Condition()
         self._calls_in_flight = 0
         """Tagging calls running now (in any thread): the word table is bounded only while no
@@ -207,6 +212,10 @@ class SequenceLabeler(LabelerAPI):
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
         runner = self._runner_for(sum(lengths))
+        if runner is None and len(lengths) == 1 and ctx.world_size == 1:
+            single = self._tag_one_sequence(data, with_scores)
+            if single is not None:
+                return [single]
         costs = group_costs(self.device, self.transformer is not None, getattr(runner, "group_costs", None))
         batches = [[nonempty[j] for j in chunk]
                    for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, costs)]
@@ -257,14 +266,31 @@ class SequenceLabeler(LabelerAPI):
         choose = getattr(self.runner, "runner_for", None)
         return choose(n_tokens) if choose is not None else self.runner
 
+    def _tag_one_sequence(self, data: EncodedData, with_scores: bool) -> Prediction | None:
+        """The prediction for a call of one sequence through its :class:`OneSequenceTagger`, or
+        None where that route does not serve it."""
+        item = data.encoded[0]
+        encoder, route = self._model_routes()
+        if (route is None or not self.one_sequence_route or self.device.type != "cpu" or not len(item)
+                or batch_precision(self.precision, 1) != "fp32"):
+            return None
+        token_vectors = data.token_vectors(encoder, self.device, self.token_vector_cache)
+        decoded = route.decode(item, data.word_table, token_vectors, with_scores)
+        if decoded is None:
+            return None
+        labels = self.encoder.labels.items
+        return Prediction([labels[k] for k in decoded[0]], decoded[1])
+
+    def _model_routes(self) -> tuple[torch.nn.Module | None, OneSequenceTagger | None]:
+        """The model's character encoder and one-sequence route (see ``_routes``)."""
+        routes = self._routes
+        if routes is None or routes[0] is not self.model:
+            encoder = rows_encoder(self.model)
+            routes = self._routes = (self.model, encoder, OneSequenceTagger.of(self.model, encoder))  # one assignment
+        return routes[1], routes[2]
+
     def _char_encoder(self) -> torch.nn.Module | None:
-        """The model's character encoder, found once per model object: a module walk on every small call adds up."""
-        model, encoder = self._char_encoder_route or (None, None)
-        if model is not self.model:
-            model = self.model
-            encoder = rows_encoder(model)
-            self._char_encoder_route = (model, encoder)
-        return encoder
+        return self._model_routes()[0]
 
     def predict(
         self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,

@@ -1,0 +1,85 @@
+"""Tagging one sequence on the CPU straight through a BiLSTM-CRF tagger's parts, without a batch.
+
+GROBID's pattern is a stream of one-sequence calls (a date, an author, an affiliation at a
+time). Through the batch route such a call builds a batch of one, runs the embedders as modules
+over it, asks the recurrent layers about padding and length groups that one row never has, and
+transposes every direction's input and output: a large share of a call this small. This route
+runs the same operators on the same values for the one row, time-major from the start, so its
+labels and scores are the batch route's bit for bit (tested). It serves only what it knows:
+
+* a :class:`SequenceTagger` whose embedders all have a one-sequence form
+  (:attr:`Embedder.serves_one_sequence`), whose encoder is an LSTM and whose head a CRF: the
+  BiLSTM-CRF family; GRUs, softmax heads and transformers keep the batch route;
+* at call time, float32 CPU inference where the LSTM's laid-out weights serve the call
+  (:func:`textorch.models.onednn_lstm.run_dtype`), as every one-sequence call runs (``BF16_MIN_ROWS``).
+
+Anywhere else :meth:`OneSequenceTagger.decode` answers None and the batch route runs. The
+labeler's ``one_sequence_route`` attribute switches this route off (to measure it, or to rule it
+out when chasing a difference).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from textorch.data.encoding import EncodedSequence
+from textorch.data.word_table import WordTable
+from textorch.models import onednn_lstm
+from textorch.models.embedders import Embedder
+from textorch.models.encoders import RecurrentEncoder
+from textorch.models.heads import CRFHead
+from textorch.models.tagger import SequenceTagger
+from textorch.models.time_major_rnn import time_major_layers
+
+
+class OneSequenceTagger:
+    """``decode(one encoded sequence)`` for a model that :meth:`of` accepts."""
+
+    def __init__(self, model: SequenceTagger) -> None:
+        self.embedders: list[Embedder] = list(model.embedders)
+        self.rnn: nn.LSTM = model.encoder.rnn
+        self.head: CRFHead = model.head
+
+    @classmethod
+    def of(cls, model: nn.Module, char_encoder: nn.Module | None) -> "OneSequenceTagger | None":
+        """The route for ``model`` (``char_encoder``: the one whose token vectors a call computes),
+        or None where the model is not of the BiLSTM-CRF family this route knows."""
+        if not isinstance(model, SequenceTagger) or not isinstance(model.head, CRFHead):
+            return None
+        if not isinstance(model.encoder, RecurrentEncoder) or not isinstance(model.encoder.rnn, nn.LSTM):
+            return None
+        for embedder in model.embedders:
+            if not getattr(embedder, "serves_one_sequence", False):
+                return None
+            if embedder.reads_token_vectors and embedder is not char_encoder:  # a call computes one table
+                return None
+        return cls(model)
+
+    def decode(
+        self, item: EncodedSequence, word_table: WordTable | None, token_vectors: torch.Tensor | None,
+        with_scores: bool = True,
+    ) -> tuple[list[int], list[float] | None] | None:
+        """Label ids and confidences (None without ``with_scores``) of one sequence of ``T >= 1``
+        tokens, as ``SequenceTagger.decode`` gives them for a batch of it; None where this route
+        does not serve the call (then the batch route must). ``token_vectors``: the call's
+        character vectors by type id (``EncodedData.token_vectors``)."""
+        x = self._embedded(item, word_table, token_vectors)
+        if x is None or onednn_lstm.run_dtype(self.rnn, x) is not torch.float32:
+            return None
+        emissions = self.head.emissions(time_major_layers(self.rnn, x)).float().transpose(0, 1)
+        paths, scores = self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)
+        return paths[0].tolist(), None if scores is None else scores[0].tolist()
+
+    def _embedded(
+        self, item: EncodedSequence, word_table: WordTable | None, token_vectors: torch.Tensor | None,
+    ) -> torch.Tensor | None:
+        """``(T, 1, D)``: the embedders' outputs for the sequence in the model's order
+        (``SequenceTagger.embed`` of a batch of it, time-major); None where a part is missing."""
+        outputs = []
+        for embedder in self.embedders:
+            vectors = embedder.one_sequence_vectors(item, word_table, token_vectors)
+            if vectors is None:
+                return None
+            outputs.append(vectors)
+        return torch.cat(outputs, dim=-1).unsqueeze(1)
