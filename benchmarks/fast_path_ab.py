@@ -7,10 +7,10 @@ name-header and date) at batch 32 and 256 over their test files, 300 one-sequenc
 tokens and over tokens seen before, and a short training row (optimizer steps on a CoNLL-2003
 subset). Alternating in one process keeps a second job on the machine from favouring either.
 
-    PYTHONPATH=. python benchmarks/fast_path_ab.py --pairs 7 --first-call 3 [--paths row_buckets ...]
+    PYTHONPATH=. python benchmarks/fast_path_ab.py --pairs 7 --first-call 3 [--paths one_sequence_route ...]
 
 The paths listed are those that earned their keep (issue #29); the ones removed were measured by
-this script as of commit a1d979a (docs/performance.md has both tables).
+this script as of commits a1d979a and 0b0a4db (docs/performance.md has the tables).
 
 Prints a table (median on/off in ms, gain = off / on, min in brackets) and writes
 ``benchmarks/results/fast-paths-<commit>.json``. The CRF kernels' first-call cost is measured in
@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -68,24 +68,16 @@ def _off(name: str) -> contextlib.AbstractContextManager:
     from textorch.models import crf, onednn_lstm, padded_rnn
     from textorch.tagging import labeler
 
-    def no_buckets(run: Callable, x: torch.Tensor, row_dim: int) -> torch.Tensor:
-        return run(x)
-
     def char_groups_off(lengths: torch.Tensor, costs: object) -> list[torch.Tensor] | None:
         return None if costs is padded_rnn.FINAL_STATE_GROUP_COSTS else _length_groups(lengths, costs)
 
     _length_groups = padded_rnn.length_groups
-    one_sequence_off = (labeler.SequenceLabeler, "_tag_one_sequence", lambda self, data, with_scores: None)
-    char_time_major_off = (padded_rnn, "time_major_final_states", padded_rnn._batch_first_final_states)
     table = {
         "laid_out_lstm": [(onednn_lstm, "run_dtype", lambda rnn, x: None)],
-        "row_buckets": [(padded_rnn, "in_row_buckets", no_buckets)],
         "inference_groups": [(labeler, "group_costs", lambda *a, **k: None)],
         "char_length_groups": [(padded_rnn, "length_groups", char_groups_off)],
         "crf_kernel_vs_torch": [(crf.CRF, "cpu_best_paths", _torch_crf_decode)],
-        "one_sequence_route": [one_sequence_off],
-        "char_time_major": [char_time_major_off],
-        "one_sequence_stack": [one_sequence_off, char_time_major_off],
+        "one_sequence_route": [(labeler.SequenceLabeler, "_tag_one_sequence", lambda self, data, with_scores: None)],
     }
     return patched(*table[name])
 
@@ -102,13 +94,10 @@ def _torch_crf_decode(self, emissions, lengths, with_confidence=True):  # noqa: 
 # Where each path acts: the rows worth timing it on.
 PATHS: dict[str, tuple[str, ...]] = {
     "laid_out_lstm": INFERENCE_ROWS,
-    "row_buckets": ("batch32", "batch256", "train"),
     "inference_groups": ("batch32", "batch256"),
     "char_length_groups": ("batch32", "batch256", "train"),
     "crf_kernel_vs_torch": INFERENCE_ROWS,
-    "one_sequence_route": ("one-new", "one-seen"),
-    "char_time_major": INFERENCE_ROWS,
-    "one_sequence_stack": INFERENCE_ROWS,
+    "one_sequence_route": INFERENCE_ROWS,
 }
 
 

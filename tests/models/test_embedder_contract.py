@@ -1,8 +1,10 @@
-"""Every embedder of every architecture answers the export route itself (models/embedders.Embedder).
+"""Every embedder of every architecture answers the export and one-sequence routes itself
+(models/embedders.Embedder).
 
-The ONNX export does not ask an embedder's type: it calls its ``export_form``. These tests hold
-each built embedder to that: it is an ``Embedder``, and where it has an export form, that form
-computes ``forward``'s output from its graph inputs.
+Neither the ONNX export nor the one-sequence route asks an embedder's type: they call its
+``export_form`` and ``one_sequence_vectors``. These tests hold each built embedder to that: it
+is an ``Embedder``; where it has an export form, that form computes ``forward``'s output from its
+graph inputs; where it serves one-sequence calls, its vectors are ``forward``'s exactly.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from test_architectures import DELFT_NAMES, SMALL
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
 from textorch.models.architectures import get_architecture
-from textorch.models.embedders import Embedder
+from textorch.models.embedders import Embedder, rows_encoder
 from textorch.tagging.config import DataConfig, ModelConfig
 from textorch.tagging.labeler import SequenceLabeler
 
@@ -38,6 +40,21 @@ def test_each_embedder_has_its_export_form_or_refuses_by_name(name: str, corpus:
                 continue
             inputs = [_graph_input(batch, name) for name in embedder.graph_inputs]
             assert torch.allclose(form(*inputs)[0], expected, atol=1e-6), type(embedder).__name__
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_each_one_sequence_form_gives_forwards_output_exactly(name: str, corpus: Corpus) -> None:
+    labeler = SequenceLabeler.build(corpus, ModelConfig(architecture=name, **SMALL), DataConfig(), seed=1)
+    labeler.model.eval()
+    data = labeler.encode([corpus.sequences[0]])
+    with torch.inference_mode():
+        token_vectors = data.token_vectors(rows_encoder(labeler.model), "cpu")
+        batch = data.batch([0], token_vectors)
+        for embedder in labeler.model.embedders:
+            vectors = embedder.one_sequence_vectors(data.encoded[0], data.word_table, token_vectors)
+            assert (vectors is not None) == embedder.serves_one_sequence, type(embedder).__name__
+            if vectors is not None:
+                assert torch.equal(vectors, embedder(batch)[0]), type(embedder).__name__
 
 
 def _graph_input(batch, name: str) -> torch.Tensor:

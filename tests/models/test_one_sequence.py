@@ -18,7 +18,9 @@ from textorch.tagging.labeler import Prediction, SequenceLabeler
 from textorch.models.embedders import WordVectorEmbedder, rows_encoder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead
-from textorch.models.one_sequence import OneSequenceTagger
+from textorch.models import padded_rnn
+from textorch.models.one_sequence import OneSequenceTagger, time_major_layers
+from textorch.models.onednn_lstm import laid_out_lstm_available
 from textorch.models.tagger import SequenceTagger
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dense_hidden=12)
@@ -152,3 +154,17 @@ def test_a_features_model_tags_text_without_feature_columns_as_the_batch_path_do
     assert served == [True] * (len(plain) + 3)
     batch = _through_batch_path(labeler, plain, monkeypatch)
     assert [(p.labels, p.scores) for p in fast] == [(p.labels, p.scores) for p in batch]
+
+
+@pytest.mark.skipif(not laid_out_lstm_available(), reason="this torch build cannot lay out LSTM weights")
+@pytest.mark.parametrize("layers", [1, 2])
+def test_time_major_layers_equal_the_batch_first_outputs_of_one_row(layers: int) -> None:
+    """The route's BiLSTM (no padding: the backward direction by a flip), one or two layers."""
+    torch.manual_seed(3)
+    rnn = nn.LSTM(6, 5, num_layers=layers, batch_first=True, bidirectional=True).eval()
+    x = torch.randn(1, 9, 6, generator=torch.Generator().manual_seed(layers))
+    with torch.inference_mode():
+        got = time_major_layers(rnn, x.transpose(0, 1))
+        expected = padded_rnn.rnn_outputs(rnn, x, torch.tensor([9]))
+    assert got.shape == (9, 1, 10)
+    assert torch.equal(got.transpose(0, 1), expected)

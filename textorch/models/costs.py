@@ -42,16 +42,6 @@ AUTO_ONNX_MAX_TOKENS = 1024
 """``--engine auto``: calls of at most this many tokens run in ONNX Runtime (cheaper per call),
 larger ones in PyTorch (which encodes each distinct token's characters once per call)."""
 
-ONEDNN_ROW_BUCKETS_FROM = 16
-"""Above this many rows a CPU recurrent call is padded to one of four row counts per doubling:
-a little padding against a new oneDNN kernel for nearly every row count."""
-
-BOTH_DIRECTIONS_MAX_WORK = 450_000
-"""Largest ``rows * steps * hidden * (inputs + hidden)`` (a direction's multiply-adds over 4) for
-which a character BiLSTM's final states run both directions as one oneDNN call: one call's fixed
-cost saved against the other direction's arithmetic done again
-(:func:`textorch.models.time_major_rnn.time_major_final_states`)."""
-
 BF16_MIN_ROWS = 8
 """Under ``--precision bf16``, batches of fewer sequences run in fp32: on them casts and kernel
 set-up cost more than bfloat16 saves."""

@@ -30,7 +30,6 @@ from textorch.models.embedders import Embedder
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
-from textorch.models.time_major_rnn import time_major_layers
 
 
 class OneSequenceTagger:
@@ -67,7 +66,7 @@ class OneSequenceTagger:
         x = self._embedded(item, word_table, token_vectors)
         if x is None or onednn_lstm.run_dtype(self.rnn, x) is not torch.float32:
             return None
-        emissions = self.head.emissions(time_major_layers(self.rnn, x)).float().transpose(0, 1)
+        emissions = self.head.emissions(time_major_layers(self.rnn, x)).float().transpose(0, 1)  # (1, T, L)
         paths, scores = self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)
         return paths[0].tolist(), None if scores is None else scores[0].tolist()
 
@@ -83,3 +82,19 @@ class OneSequenceTagger:
                 return None
             outputs.append(vectors)
         return torch.cat(outputs, dim=-1).unsqueeze(1)
+
+
+def time_major_layers(rnn: nn.LSTM, h: torch.Tensor) -> torch.Tensor:
+    """``(T, B, directions * H)``: every layer of ``rnn`` over time-major ``h`` ``(T, B, D)`` whose
+    rows all have ``T`` steps, as oneDNN reads and writes them: the batch-first route transposes
+    each direction's input and output. The backward direction reads each row by a flip. Call only
+    where :func:`onednn_lstm.applies`."""
+    h = h.to(onednn_lstm.call_dtype(), memory_format=torch.contiguous_format)
+    for layer in range(rnn.num_layers):
+        forward = onednn_lstm.time_major_direction(rnn, h, layer, "")
+        if not rnn.bidirectional:
+            h = forward
+            continue
+        backward = onednn_lstm.time_major_direction(rnn, torch.flip(h, dims=(0,)), layer, "_reverse")
+        h = torch.cat([forward, torch.flip(backward, dims=(0,))], dim=-1)
+    return h

@@ -56,23 +56,6 @@ class _LaidOut:
         return cls._reordered(weight_ih, weight_hh, bias_ih, bias_hh, hidden_size, sources, dtype)
 
     @classmethod
-    def both_directions(cls, sources: tuple[torch.Tensor, ...], hidden_size: int,
-                        dtype: torch.dtype = torch.float32) -> "_LaidOut":
-        """One LSTM of ``2 * hidden_size`` units that runs a bidirectional layer's two directions
-        side by side (``sources``: the forward direction's four tensors, then the backward one's).
-
-        Each gate's units are the forward direction's then the backward one's; the weight
-        matrices are block-diagonal, so forward units read only the first half of the input and
-        of the state, backward units only the second. The zeros add nothing to any product: each
-        half is its direction's own LSTM, bit for bit."""
-        forward, backward = [tuple(t.detach() for t in part) for part in (sources[:4], sources[4:])]
-        return cls._reordered(_block_diagonal_gates(forward[0], backward[0], hidden_size),
-                              _block_diagonal_gates(forward[1], backward[1], hidden_size),
-                              _side_by_side_gates(forward[2], backward[2], hidden_size),
-                              _side_by_side_gates(forward[3], backward[3], hidden_size), 2 * hidden_size, sources,
-                              dtype)
-
-    @classmethod
     def _reordered(cls, weight_ih: torch.Tensor, weight_hh: torch.Tensor, bias_ih: torch.Tensor, bias_hh: torch.Tensor,
                    hidden_size: int, sources: tuple[torch.Tensor, ...], dtype: torch.dtype) -> "_LaidOut":
         """The weight matrices in ``dtype`` and oneDNN's layout; the biases stay float32, as
@@ -84,21 +67,6 @@ class _LaidOut:
 
     def still_valid(self, sources: tuple[torch.Tensor, ...]) -> bool:
         return self.made_from.matches(sources)
-
-
-def _block_diagonal_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_size: int) -> torch.Tensor:
-    """``(8H, I_f + I_b)`` from two directions' ``(4H, I)`` matrices: gate by gate, the forward
-    rows over the first inputs, then the backward rows over the last ones, zeros elsewhere."""
-    inputs = forward.shape[1]
-    blocks = forward.new_zeros(4, 2, hidden_size, inputs + backward.shape[1])
-    blocks[:, 0, :, :inputs] = forward.reshape(4, hidden_size, inputs)
-    blocks[:, 1, :, inputs:] = backward.reshape(4, hidden_size, -1)
-    return blocks.reshape(8 * hidden_size, -1)
-
-
-def _side_by_side_gates(forward: torch.Tensor, backward: torch.Tensor, hidden_size: int) -> torch.Tensor:
-    """``(8H,)`` biases: gate by gate, the forward direction's then the backward one's."""
-    return torch.stack([forward.reshape(4, hidden_size), backward.reshape(4, hidden_size)], dim=1).reshape(-1)
 
 
 # Per module, not on it: the reordered tensors (oneDNN's own layout) must not reach
@@ -176,19 +144,6 @@ def time_major_direction(rnn: nn.LSTM, x: torch.Tensor, layer: int, suffix: str)
     own order, so nothing is transposed. Call only where :func:`applies`."""
     sources = _sources(rnn, layer, suffix)
     return _run(_entry(rnn, (layer, suffix), sources, _LaidOut.of), x, rnn.hidden_size)
-
-
-def both_directions_time_major(rnn: nn.LSTM, x: torch.Tensor, layer: int) -> torch.Tensor:
-    """``(T, B, 2H)``: layer ``layer``'s two directions in one oneDNN call over time-major ``x``
-    ``(T, B, I_f + I_b)``, the forward direction's input then the backward one's (each row read
-    backwards). Columns ``[:H]`` are the forward outputs, ``[H:]`` the backward ones in the order
-    that direction read. Call only where :func:`applies`, on a bidirectional LSTM.
-
-    Why: every oneDNN call has a fixed cost that dominates tiny inputs (the new tokens of one
-    sentence), and one call of the doubled LSTM gives both directions' outputs. It does twice
-    the arithmetic, so larger inputs run faster as two calls (``costs.BOTH_DIRECTIONS_MAX_WORK``)."""
-    sources = _sources(rnn, layer, "") + _sources(rnn, layer, "_reverse")
-    return _run(_entry(rnn, (layer, "both"), sources, _LaidOut.both_directions), x, 2 * rnn.hidden_size)
 
 
 def _entry(rnn: nn.LSTM, key: tuple[int, str], sources: tuple[torch.Tensor, ...],
