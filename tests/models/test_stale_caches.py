@@ -165,3 +165,33 @@ def test_a_snapshot_sees_a_change_of_one_bit_and_a_new_tensor(size: int) -> None
     param.data = torch.zeros(size)  # the same object, new memory
     assert not WeightSnapshot((other,)).matches((param,))
     assert not snapshot.matches((param,))
+
+
+def test_within_one_call_each_snapshot_compares_contents_once_and_the_next_call_again() -> None:
+    """``one_check_per_call``: a call of many batches checks each kept form once; the next call
+    (after a write through ``.data``) compares again and sees the write."""
+    from textorch.models import weight_state
+    from textorch.models.weight_state import WeightSnapshot, one_check_per_call
+
+    param = nn.Parameter(torch.zeros(5000))
+    snapshot = WeightSnapshot((param,))
+    compared: list[int] = []
+    real = weight_state._Kept.matches
+
+    def counted(self, p):  # noqa: ANN001, ANN202
+        compared.append(1)
+        return real(self, p)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(weight_state._Kept, "matches", counted)
+        with one_check_per_call():
+            assert all(snapshot.matches((param,)) for _ in range(5))
+            assert not snapshot.matches((nn.Parameter(torch.zeros(5000)),))  # another tensor: never served
+        assert len(compared) == 1
+        param.data[0] = 1.0
+        with one_check_per_call():
+            assert not snapshot.matches((param,))
+            assert not snapshot.matches((param,))  # a failed check is not remembered
+        assert len(compared) == 3
+        assert not snapshot.matches((param,))  # outside a call: every time
+        assert len(compared) == 4

@@ -10,6 +10,10 @@ recomputing what is kept. Bits, not values: ``-0.0`` against ``0.0`` or another 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 
@@ -61,6 +65,21 @@ class _Kept:
         return torch.equal(live, bits)
 
 
+_checked_in_this_call: contextvars.ContextVar[set | None] = contextvars.ContextVar("textorch_checked", default=None)
+
+
+@contextlib.contextmanager
+def one_check_per_call() -> Iterator[None]:
+    """Within this block (one tagging call, in this thread) each snapshot compares contents once:
+    a call of many batches reads the same weights batch after batch, and nothing in the call
+    writes them. Another thread writing weights during a call races with it either way."""
+    token = _checked_in_this_call.set(set())
+    try:
+        yield
+    finally:
+        _checked_in_this_call.reset(token)
+
+
 class WeightSnapshot:
     """The state of ``params`` now; :meth:`matches` tells whether the same tensors still hold
     exactly these bits."""
@@ -72,7 +91,15 @@ class WeightSnapshot:
 
     def matches(self, params: tuple[torch.Tensor, ...]) -> bool:
         kept = self._kept
-        return len(params) == len(kept) and all(k.matches(p) for k, p in zip(kept, params))
+        if len(params) != len(kept):
+            return False
+        checked = _checked_in_this_call.get()
+        if checked is not None and self in checked:
+            return all(k.param is p for k, p in zip(kept, params))
+        same = all(k.matches(p) for k, p in zip(kept, params))
+        if same and checked is not None:
+            checked.add(self)
+        return same
 
 
 def _integer_view(param: torch.Tensor) -> torch.Tensor:

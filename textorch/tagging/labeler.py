@@ -34,6 +34,7 @@ from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.embedders import rows_encoder
 from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
+from textorch.models.weight_state import one_check_per_call
 from textorch.models.architectures import BUILDERS, get_architecture
 from textorch.models.transformer_source import TransformerParts, load_saved
 from textorch.model_dir import load_checked, load_weights, save_model_dir
@@ -196,6 +197,7 @@ class SequenceLabeler(LabelerAPI):
         return adamw_warmup_linear if self.transformer is not None else adam
 
     @torch.inference_mode()
+    @one_check_per_call()  # every batch reads the same weights: their kept forms are checked once
     def _decode(
         self, data: EncodedData, batch_size: int, ctx: DistContext | None = None, gather: bool = True,
         with_scores: bool = True,
