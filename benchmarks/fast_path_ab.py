@@ -72,8 +72,13 @@ def _off(name: str) -> contextlib.AbstractContextManager:
         return None if costs is padded_rnn.FINAL_STATE_GROUP_COSTS else _length_groups(lengths, costs)
 
     _length_groups = padded_rnn.length_groups
+
+    def no_buckets(run, x: torch.Tensor, row_dim: int) -> torch.Tensor:  # noqa: ANN001
+        return run(x)
+
     table = {
         "laid_out_lstm": [(onednn_lstm, "run_dtype", lambda rnn, x: None)],
+        "row_buckets": [(padded_rnn, "in_row_buckets", no_buckets)],
         "inference_groups": [(labeler, "group_costs", lambda *a, **k: None)],
         "char_length_groups": [(padded_rnn, "length_groups", char_groups_off)],
         "crf_kernel_vs_torch": [(crf.CRF, "cpu_best_paths", _torch_crf_decode)],
@@ -94,6 +99,7 @@ def _torch_crf_decode(self, emissions, lengths, with_confidence=True):  # noqa: 
 # Where each path acts: the rows worth timing it on.
 PATHS: dict[str, tuple[str, ...]] = {
     "laid_out_lstm": INFERENCE_ROWS,
+    "row_buckets": ("batch32", "batch256"),  # training: kernels warm after one pass, see code_ab.py
     "inference_groups": ("batch32", "batch256"),
     "char_length_groups": ("batch32", "batch256", "train"),
     "crf_kernel_vs_torch": INFERENCE_ROWS,

@@ -1,5 +1,5 @@
 """Recurrent layers over padded batches without packing (training and tagging), in groups of
-similar lengths, give the packed computation's outputs and gradients."""
+similar lengths and in row buckets, give the packed computation's outputs and gradients."""
 
 from __future__ import annotations
 
@@ -54,6 +54,39 @@ def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidire
     with torch.inference_mode():  # tagging takes the same unpacked route
         assert torch.allclose(rnn_final_states(rnn, x, lengths), expected_final, atol=1e-6)
         assert torch.allclose(rnn_outputs(rnn, x, lengths), expected, atol=1e-6)
+
+
+def test_bucketed_rows_round_up_to_four_sizes_per_doubling() -> None:
+    assert [padded_rnn.bucketed_rows(n) for n in (1, 7, 16)] == [1, 7, 16]  # small counts exact
+    assert [padded_rnn.bucketed_rows(n) for n in (17, 20, 21, 33, 129, 300)] == [20, 20, 24, 40, 160, 320]
+    for low in (32, 64, 256, 1024):
+        sizes = {padded_rnn.bucketed_rows(n) for n in range(low + 1, 2 * low + 1)}
+        assert len(sizes) == 4 and max(sizes) == 2 * low
+    assert all(n <= padded_rnn.bucketed_rows(n) < 1.25 * n for n in range(17, 5000))
+
+
+def test_cpu_recurrent_calls_see_bucketed_row_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """37 rows run as 40 (one oneDNN kernel for 33-40 rows); outputs and gradients stay those
+    of the 37 rows alone."""
+    torch.manual_seed(2)
+    rnn = nn.LSTM(6, 4, batch_first=True, bidirectional=True)
+    lengths = torch.randint(1, 8, (37,))
+    x = torch.randn(37, 7, 6, requires_grad=True)
+    seen: list[int] = []
+    exact = padded_rnn._one_direction_exact
+    monkeypatch.setattr(padded_rnn, "_one_direction_exact", lambda *a: seen.append(a[1].shape[0]) or exact(*a))
+    out = masked_padded_rnn(rnn, x, lengths)
+    out.sum().backward()
+    assert seen == [40, 40]
+    got_grads = [p.grad.clone() for p in rnn.parameters()] + [x.grad.clone()]
+    rnn.zero_grad()
+    x.grad = None
+    packed, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+    expected = pad_packed_sequence(packed, batch_first=True, total_length=7)[0]
+    expected.sum().backward()
+    assert out.shape == (37, 7, 8) and torch.allclose(out, expected, atol=1e-6)
+    for got, want in zip(got_grads, [p.grad for p in rnn.parameters()] + [x.grad]):
+        assert torch.allclose(got, want, atol=1e-5)
 
 
 def _brute_force_cost(sizes: list[int], costs: padded_rnn.GroupCosts) -> float:

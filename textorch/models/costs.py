@@ -42,6 +42,10 @@ AUTO_ONNX_MAX_TOKENS = 1024
 """``--engine auto``: calls of at most this many tokens run in ONNX Runtime (cheaper per call),
 larger ones in PyTorch (which encodes each distinct token's characters once per call)."""
 
+ONEDNN_ROW_BUCKETS_FROM = 16
+"""Above this many rows a CPU recurrent call is padded to one of four row counts per doubling:
+a little padding against a new oneDNN kernel for nearly every row count."""
+
 BF16_MIN_ROWS = 8
 """Under ``--precision bf16``, batches of fewer sequences run in fp32: on them casts and kernel
 set-up cost more than bfloat16 saves."""

@@ -27,10 +27,12 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from textorch.models import onednn_lstm
 from textorch.models.costs import FINAL_STATE_GROUP_COSTS
 from textorch.models.length_groups import in_length_groups, length_groups
+from textorch.models.row_buckets import in_row_buckets
 from textorch.models.rows import permute_rows, select_rows
 
 # What lived in this module before it was split by concern, importable from here as before.
 from textorch.models.costs import GroupCosts as GroupCosts
+from textorch.models.row_buckets import bucketed_rows as bucketed_rows
 
 
 def reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
@@ -101,7 +103,11 @@ def _fp32_lstm_where_bf16_fails(run: Callable[..., torch.Tensor]) -> Callable[..
 
 
 def _one_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
-    """One direction of one layer over batch-first ``x``, from zero states."""
+    """One direction of one layer; on the CPU with rows padded to a bucket (``bucketed_rows``)."""
+    return in_row_buckets(lambda rows: _one_direction_exact(rnn, rows, layer, suffix), x, row_dim=0)
+
+
+def _one_direction_exact(rnn: nn.RNNBase, x: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
     if onednn_lstm.applies(rnn, x):
         return onednn_lstm.lstm_direction(rnn, x, layer, suffix)
     names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
