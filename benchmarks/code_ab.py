@@ -83,6 +83,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--train-epochs", type=int, default=0, help="CoNLL-2003 training rows (0: none)")
+    parser.add_argument("--train-precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--embeddings", default=str(SHARED / "embeddings/w2v-conll-grobid-100d.txt"))
     parser.add_argument("--cache-dir", default="/tmp/bit/cache")
     args = parser.parse_args()
@@ -97,7 +98,7 @@ def main() -> None:
         jobs["conll-train"] = ["train", "--task", "conll", "--format", fmt, "--train", str(train), "--valid",
                                str(valid), "--test", str(test), "--embeddings", args.embeddings, "--seed", "1",
                                "--epochs", str(args.train_epochs), "--patience", str(args.train_epochs + 1),
-                               "--batch-size", "32"]
+                               "--batch-size", "32", "--precision", args.train_precision]
     measured: dict[str, dict[str, list[dict[str, float]]]] = {job: {"new": [], "old": []} for job in jobs}
     for i in range(args.rounds):
         for job, job_args in jobs.items():
