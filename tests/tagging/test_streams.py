@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import textorch.tagging.labeler as labeler_module
+from textorch.tagging import word_table_calls
 from textorch.data.batching import collate
 from textorch.data.corpus import TokenSequence
 from textorch.data.encoding import SequenceEncoder
@@ -79,7 +79,7 @@ def test_predict_bounds_the_word_table_and_tags_the_same(tiny_conll: Path, tmp_p
     table = labeler.word_table
     assert table is not None
     limit = 20 * table.dim * 4
-    monkeypatch.setattr(labeler_module, "WORD_TABLE_MAX_BYTES", limit)
+    monkeypatch.setattr(word_table_calls, "WORD_TABLE_MAX_BYTES", limit)
     got = [labeler.predict([s])[0] for s in sequences]
     assert [p.labels for p in got] == [p.labels for p in expected]
     assert np.allclose([x for p in got for x in p.scores], [x for p in expected for x in p.scores], atol=1e-5)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-import textorch.tagging.labeler as labeler_module
+from textorch.tagging import word_table_calls
 from textorch.data.corpus import TokenSequence
 from textorch.models import onednn_lstm
 from textorch.tagging.labeler import SequenceLabeler
@@ -64,7 +64,7 @@ def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(
     """``table_bytes``: a word table bound that every call exceeds, so that calls wait for the
     others to finish before starting it anew."""
     if table_bytes is not None:
-        monkeypatch.setattr(labeler_module, "WORD_TABLE_MAX_BYTES", table_bytes)
+        monkeypatch.setattr(word_table_calls, "WORD_TABLE_MAX_BYTES", table_bytes)
     labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
                                     max_epoch=1, seed=3, word_hidden=8, char_hidden=4)
     assert isinstance(labeler.model, torch.nn.Module)

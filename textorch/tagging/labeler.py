@@ -7,10 +7,7 @@ over this class: every prediction is :meth:`SequenceLabeler.predict`, every trai
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +36,7 @@ from textorch.models.architectures import BUILDERS, get_architecture
 from textorch.models.transformer_source import TransformerParts, load_saved
 from textorch.model_dir import load_checked, load_weights, save_model_dir
 from textorch.tagging.encoded import EncodedData
+from textorch.tagging.word_table_calls import WordTableCalls
 from textorch.tagging.network import build_network, open_transformer, untied
 from textorch.train.checkpoint import Checkpointer
 from textorch.train.dist import DistContext
@@ -60,10 +58,6 @@ class Prediction:
     labels: list[str]
     scores: list[float] | None
     """Posterior probability of each label; None when tagged with ``with_scores=False``."""
-
-
-WORD_TABLE_MAX_BYTES = 512 * 2**20
-"""Memory of gathered word vectors above which :meth:`SequenceLabeler.predict` starts a fresh table."""
 
 
 class SequenceLabeler(LabelerAPI):
@@ -115,10 +109,8 @@ class SequenceLabeler(LabelerAPI):
         self._routes: tuple[torch.nn.Module, torch.nn.Module | None, OneSequenceTagger | None] | None = None
         """``(model, its character encoder, its one-sequence route)``, found once per model object
         (``self.model`` may be replaced): a module walk costs more than a one-sequence call can spare."""
-        self._calls_changed = threading.Condition()
-        self._calls_in_flight = 0
-        """Tagging calls running now (in any thread): the word table is bounded only while no
-        call holds row ids into it."""
+        self._calls = WordTableCalls()
+        """Tagging calls in flight: the word table is bounded only while none holds row ids into it."""
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -304,28 +296,8 @@ class SequenceLabeler(LabelerAPI):
         every process returns the complete, identical list. ``with_scores=False`` gives labels
         only (``Prediction.scores`` None): a CRF then skips its forward-backward pass.
         """
-        with self._tagging_call():
+        with self._calls.call(self.word_table):
             return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
-
-    @contextlib.contextmanager
-    def _tagging_call(self) -> Iterator[None]:
-        """One ``predict`` call, counted while it runs. A server tagging for months meets new
-        words for ever (numbers, names), so the word table is bounded here: a call that finds
-        it too large waits until the calls in flight (which hold row ids into it) are done,
-        then starts it anew."""
-        table = self.word_table
-        with self._calls_changed:
-            if table is not None and table.nbytes > WORD_TABLE_MAX_BYTES:
-                self._calls_changed.wait_for(lambda: self._calls_in_flight == 0)
-                table.reset_if_larger(WORD_TABLE_MAX_BYTES)
-            self._calls_in_flight += 1
-        try:
-            yield
-        finally:
-            with self._calls_changed:
-                self._calls_in_flight -= 1
-                if not self._calls_in_flight:
-                    self._calls_changed.notify_all()
 
     def count_entities(
         self,
