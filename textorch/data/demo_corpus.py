@@ -9,23 +9,20 @@ DeLFT's reader produces from GROBID files (``B-<day>``, ``I-<day>``, ..., ``O``)
 looks like one trained on GROBID data.
 
 A line is built as a list of *segments* (a piece of text, its field or ``None``, and what
-separates it from the previous piece). The text is then tokenised as tagging will tokenise it and
-each token takes the label of the segment it starts in: the first token of a field segment is
-``B-``, the others ``I-``. Labelling from character spans rather than from the generator's own
-token list keeps labels right whatever the tokeniser does with ``12th`` or ``Jun.``.
+separates it from the previous piece), then tokenised and labelled from the segments' spans
+(:mod:`textorch.data.segment_labels`).
 """
 
 from __future__ import annotations
 
-import bisect
 import datetime
 import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from textorch.data.corpus import Corpus, TokenSequence
-from textorch.data.tokenize import tokenize
+from textorch.data.corpus import Corpus
+from textorch.data.segment_labels import labelled_sequence, render
 from textorch.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -345,37 +342,6 @@ def _line_segments(rng: random.Random, two_dates: float) -> list[_Seg]:
     return _range(rng) if rng.random() < 0.5 else _event_pair(rng)
 
 
-def _render(segs: list[_Seg]) -> tuple[str, list[int], list[str | None]]:
-    """Join the segments into text; return it with each segment's start offset and field."""
-    text = ""
-    starts: list[int] = []
-    fields: list[str | None] = []
-    for i, seg in enumerate(segs):
-        if i:
-            text += seg.sep
-        starts.append(len(text))
-        fields.append(seg.field)
-        text += seg.text
-    return text, starts, fields
-
-
-def _labelled_sequence(segs: list[_Seg]) -> TokenSequence:
-    """Tokenise the rendered line and give each token the IOB2 label of its segment."""
-    text, starts, fields = _render(segs)
-    tokens, offsets = tokenize(text)
-    labels: list[str] = []
-    previous = -1
-    for begin, _end in offsets:
-        index = bisect.bisect_right(starts, begin) - 1
-        field = fields[index]
-        if field is None:
-            labels.append("O")
-        else:
-            labels.append(f"{'I' if index == previous else 'B'}-<{field}>")
-        previous = index
-    return TokenSequence(tokens=tokens, labels=labels, offsets=offsets, text=text)
-
-
 def _check_count(n: int) -> None:
     """Reject a negative size here, where the message can name the parameter, not deep inside."""
     if n < 0:
@@ -390,7 +356,7 @@ def generate_date_corpus(n: int, seed: int = 0) -> Corpus:
     """
     _check_count(n)
     rng = random.Random(seed)
-    sequences = [_labelled_sequence(_line_segments(rng, two_dates=0.2)) for _ in range(n)]
+    sequences = [labelled_sequence(_line_segments(rng, two_dates=0.2)) for _ in range(n)]
     logger.debug("generated %d demo date sequences (seed %d)", n, seed)
     return Corpus(sequences=sequences, format="text", path=f"<demo-dates seed={seed}>",
                   extra={"generator": "dates", "seed": seed})
@@ -410,5 +376,5 @@ def sample_texts(n: int, seed: int) -> list[str]:
         segs = _line_segments(rng, two_dates=0.6)
         # Split years and detached suffixes imitate PDF extraction; typed input has none.
         if not any(seg.field and " " in seg.text for seg in segs):
-            texts.append(_render(segs)[0])
+            texts.append(render(segs)[0])
     return texts
