@@ -37,7 +37,7 @@ def _train(corpus: ClsCorpus, architecture: str, folds: int = 1, embeddings=None
 
 INT8_ATOL = 0.01
 """How far int8 probabilities may lie from PyTorch's. Dynamic quantisation rounds each weight
-matrix to 255 levels (activations stay float): a small relative error on the logits, which
+matrix to 127 levels (7 bits, see `textorch.onnx.files`) and activations to 255 at run time: a small relative error on the logits, which
 moves probabilities by less than this; weights or outputs that are garbled, misordered or
 zero move them by far more."""
 
