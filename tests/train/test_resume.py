@@ -33,6 +33,7 @@ from textorch.train.checkpoint import FINAL, STATE_FILE, Checkpointer, Checkpoin
 from textorch.train.trainer import Trainer
 
 SEQ = ["--max-epoch", "3", "--batch-size", "4", "--learning-rate", "0.02", "--seed", "5", "--dropout", "0.3",
+       "--lr-decay", "0.5", "--lr-decay-patience", "0",  # cuts, replayed from the history on resume
        "--threads", "1", "--checkpoint-every-steps", "4"]
 CLS = ["--max-epoch", "3", "--batch-size", "4", "--learning-rate", "0.01", "--seed", "3", "--hidden", "8",
        "--dense-size", "8", "--word-dim", "8", "--architecture", "gru_simple", "--threads", "1", "--fold-count", "2",

@@ -66,6 +66,10 @@ def _add_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--patience", type=int, default=t["patience"], help=f"early-stopping patience in epochs (default: {t['patience']})")
     parser.add_argument("--early-stop", type=true_or_false, default=t["early_stop"], metavar="true|false", help="stop on validation macro-F1 (default: true)")
     parser.add_argument("--clip-grad", type=float, default=t["clip_grad"], help=f"gradient norm clipping (default: {t['clip_grad']})")
+    parser.add_argument("--lr-decay", type=float, default=t["lr_decay"], metavar="FACTOR",
+                        help=f"multiply the learning rate by this when validation F1 has not improved for more than --lr-decay-patience epochs (1: constant; default: {t['lr_decay']})")
+    parser.add_argument("--lr-decay-patience", type=int, default=t["lr_decay_patience"], metavar="EPOCHS",
+                        help=f"epochs without gain tolerated before a cut (default: {t['lr_decay_patience']})")
     parser.add_argument("--bucket-batches", type=int, default=t["bucket_batches"], help=f"batches per length bucket: more is faster, fewer gives more random batches (default: {t['bucket_batches']})")
     parser.add_argument("--seed", type=int, default=t["seed"], help=f"random seed for splits, initialisation and batches (default: {t['seed']})")
     parser.add_argument("--grad-accum", type=int, default=t["grad_accum"], metavar="K",
@@ -84,7 +88,8 @@ def _configs(args: argparse.Namespace) -> tuple[ClsModelConfig, TrainConfig, Cls
     )
     train = TrainConfig(
         batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch, patience=args.patience,
-        early_stop=args.early_stop, clip_grad=args.clip_grad, bucket_batches=args.bucket_batches, seed=args.seed,
+        early_stop=args.early_stop, clip_grad=args.clip_grad, lr_decay=args.lr_decay, lr_decay_patience=args.lr_decay_patience,
+        bucket_batches=args.bucket_batches, seed=args.seed,
         transformer_learning_rate=args.transformer_learning_rate, grad_accum=args.grad_accum, precision=args.precision,
         tensorboard_dir=args.tensorboard,
     )

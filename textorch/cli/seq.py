@@ -54,6 +54,10 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--early-stop", type=true_or_false, default=d["early_stop"], metavar="true|false", help="stop on validation F1 (default: true)")
     parser.add_argument("--max-sequence-length", type=int, default=d["max_sequence_length"], help="cut longer training sequences into pieces (default: 0, no limit)")
     parser.add_argument("--clip-grad", type=float, default=d["clip_grad"], help=f"gradient norm clipping (default: {d['clip_grad']})")
+    parser.add_argument("--lr-decay", type=float, default=d["lr_decay"], metavar="FACTOR",
+                        help=f"multiply the learning rate by this when validation F1 has not improved for more than --lr-decay-patience epochs (1: constant; default: {d['lr_decay']})")
+    parser.add_argument("--lr-decay-patience", type=int, default=d["lr_decay_patience"], metavar="EPOCHS",
+                        help=f"epochs without gain tolerated before a cut (default: {d['lr_decay_patience']})")
     parser.add_argument("--bucket-batches", type=int, default=d["bucket_batches"], help=f"batches per length bucket: more is faster, fewer gives more random batches (default: {d['bucket_batches']})")
     parser.add_argument("--dropout", type=float, default=ModelConfig.dropout, help=f"dropout (default: {ModelConfig.dropout})")
     parser.add_argument("--seed", type=int, default=d["seed"], help=f"random seed for splits, initialisation and batches (default: {d['seed']})")
@@ -94,7 +98,8 @@ def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfi
     )
     train = TrainConfig(
         batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch,
-        patience=args.patience, early_stop=args.early_stop, clip_grad=args.clip_grad, bucket_batches=args.bucket_batches,
+        patience=args.patience, early_stop=args.early_stop, clip_grad=args.clip_grad, lr_decay=args.lr_decay, lr_decay_patience=args.lr_decay_patience,
+        bucket_batches=args.bucket_batches,
         max_sequence_length=args.max_sequence_length, seed=args.seed,
         grad_accum=args.grad_accum, precision=args.precision,
         transformer_learning_rate=args.transformer_learning_rate, warmup_fraction=args.warmup_fraction,

@@ -24,6 +24,11 @@ class TrainConfig:
     early_stop: bool = True
     clip_grad: float = 5.0
     """Maximum gradient norm (0 disables clipping)."""
+    lr_decay: float = 1.0
+    """Factor the learning rate is multiplied by when validation F1 has not improved for more than
+    ``lr_decay_patience`` epochs in a row (1: a constant rate). Applies where the optimizer has no
+    schedule of its own (not the BERT family's warm-up and decay)."""
+    lr_decay_patience: int = 2
     bucket_batches: int = 10
     """Batches per length bucket: each epoch's shuffled sequences are cut into buckets of this
     many batches and sorted by length within each. More: less padding, so faster steps, but
@@ -57,6 +62,10 @@ class TrainConfig:
             raise ConfigError(f"--max-epoch must be >= 1, got {self.max_epoch}")
         if self.patience < 1:
             raise ConfigError(f"--patience must be >= 1, got {self.patience}")
+        if not 0.0 < self.lr_decay <= 1.0:
+            raise ConfigError(f"--lr-decay must be in (0, 1], got {self.lr_decay}")
+        if self.lr_decay_patience < 0:
+            raise ConfigError(f"--lr-decay-patience must be >= 0, got {self.lr_decay_patience}")
         if self.bucket_batches < 1:
             raise ConfigError(f"--bucket-batches must be >= 1, got {self.bucket_batches}")
         if self.max_sequence_length < 0:

@@ -25,6 +25,7 @@ from textorch.data.batching import bucketed_batches
 from textorch.train.checkpoint import final_result, resume_progress
 from textorch.train.rng_state import restore_rng
 from textorch.train.dist import DistContext
+from textorch.train.lr_plateau import apply_plateau_rate
 from textorch.train.records import EpochRecord, Progress, TrainingResult
 from textorch.train.parallel import Precision, no_sync_unless, plan_micro_batches, wrap_for_training
 
@@ -161,6 +162,9 @@ class Trainer:
                 progress.epochs_without_gain = 0
             else:
                 progress.epochs_without_gain += 1
+            if self.scheduler is None and config.lr_decay < 1.0:
+                scores = [r.valid_score for r in result.history] + [record.valid_score]
+                apply_plateau_rate(self.optimizer, scores, config.lr_decay, config.lr_decay_patience)
         else:
             result.best_epoch = record.epoch
         result.history.append(record)
