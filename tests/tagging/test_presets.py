@@ -39,10 +39,26 @@ def test_command_line_values_win_over_application_defaults() -> None:
     defaults = apps.grobid_defaults("date", "BidLSTM_CRF_FEATURES")
     chosen = apps.resolve_options(defaults, {"batch_size": 7, "max_epoch": None, "feature_columns": "9-10"})
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
-                      "feature_columns": "9-10", "feature_vocabulary_size": 12}
+                      "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5}
+    given = apps.resolve_options(defaults, {"bucket_batches": 10, "lr_decay": 1.0})
+    assert (given["bucket_batches"], given["lr_decay"]) == (10, 1.0)
     cnn = apps.ner_defaults("BidLSTM_CNN_CRF")
     assert (cnn.max_epoch, cnn.word_hidden) == (30, 200)
     assert apps.ner_defaults("BERT_CRF").early_stop is False
+
+
+def test_applications_train_as_delft_does() -> None:
+    """DeLFT's rate cut on a plateau for the recurrent taggers; random batches on GROBID's
+    corpora, the library's length buckets on CoNLL-2003 (docs/performance.md)."""
+    from textorch.train.config import TrainConfig
+
+    ner = apps.resolve_options(apps.ner_defaults("BidLSTM_CRF"), {})
+    assert (ner["lr_decay"], ner["bucket_batches"]) == (0.5, TrainConfig.bucket_batches)
+    for model in ("date", "name-header", "citation"):
+        grobid = apps.resolve_options(apps.grobid_defaults(model, "BidLSTM_CRF"), {})
+        assert (grobid["lr_decay"], grobid["bucket_batches"]) == (0.5, 1)
+    bert = apps.resolve_options(apps.grobid_defaults("date", "BERT_CRF"), {})
+    assert (bert["lr_decay"], bert["bucket_batches"]) == (TrainConfig.lr_decay, 1)
 
 
 def test_a_folder_input_takes_the_newest_dated_training_file(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from textorch.train.dist import session
 logger = logging.getLogger(__name__)
 
 _APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns",
-                  "feature_vocabulary_size")
+                  "feature_vocabulary_size", "bucket_batches", "lr_decay")
 _ACTIONS = ("train", "train-eval", "eval", "tag")
 
 

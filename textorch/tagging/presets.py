@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from textorch.tagging.config import ModelConfig
+from textorch.tagging.config import ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.data.features import DELFT_FEATURES_VOCABULARY_SIZE, require_feature_columns
 from textorch.data.checked_read import read_validated
@@ -31,6 +31,11 @@ GROBID_MODELS = (
 """The GROBID models DeLFT's grobidTagger knows; other names get its generic defaults."""
 
 
+DELFT_LR_DECAY = 0.5
+"""DeLFT 1.2.0 halves the recurrent taggers' learning rate after three epochs without a gain in
+validation F1 (its ``ReduceLROnPlateau``, patience 2): its applications train that way."""
+
+
 @dataclass(frozen=True)
 class AppDefaults:
     """Training settings an application picks for a model; None leaves the library default."""
@@ -42,6 +47,8 @@ class AppDefaults:
     early_stop: bool = True
     word_hidden: int | None = None
     feature_vocabulary_size: int = DELFT_FEATURES_VOCABULARY_SIZE
+    bucket_batches: int | None = None
+    lr_decay: float | None = None
 
 
 # (max sequence length, batch size) per GROBID model, recurrent and transformer architectures.
@@ -63,11 +70,15 @@ def grobid_defaults(model: str, architecture: str) -> AppDefaults:
     if model not in GROBID_MODELS:
         logger.info("no DeLFT settings for GROBID model %r (known: %s): generic defaults", model, ", ".join(GROBID_MODELS))
     arch = get_architecture(architecture)
+    # DeLFT draws every batch at random from the whole shuffled set. Length buckets (the
+    # library's default) make batches of near-equal lengths, which on GROBID's small corpora
+    # cost F1 against DeLFT's (docs/performance.md, "Where name-header's F1 gap came from") while
+    # saving little time; these corpora train with DeLFT's random batches.
     if arch.uses_transformer:
         length, batch = _GROBID_BERT.get(model, (200, 20))
-        return AppDefaults(batch, min(length, 512), 60)
+        return AppDefaults(batch, min(length, 512), 60, bucket_batches=1)
     length, batch = _GROBID_RNN.get(model, (3000, 20))
-    return AppDefaults(batch, length, 80 if model == "header" else 60)
+    return AppDefaults(batch, length, 80 if model == "header" else 60, bucket_batches=1, lr_decay=DELFT_LR_DECAY)
 
 
 _TRAIN_NAME = re.compile(r"(?P<model>.+)-(?P<date>\d{6})\.train(?:\.gz)?$")
@@ -117,8 +128,8 @@ def ner_defaults(architecture: str) -> AppDefaults:
     if arch.uses_transformer:
         return AppDefaults(batch_size=32, max_sequence_length=150, max_epoch=15, early_stop=False)
     if architecture == "BidLSTM_CNN_CRF":
-        return AppDefaults(batch_size=32, max_sequence_length=300, max_epoch=30, word_hidden=200)
-    return AppDefaults(batch_size=32, max_sequence_length=300, max_epoch=50)
+        return AppDefaults(batch_size=32, max_sequence_length=300, max_epoch=30, word_hidden=200, lr_decay=DELFT_LR_DECAY)
+    return AppDefaults(batch_size=32, max_sequence_length=300, max_epoch=50, lr_decay=DELFT_LR_DECAY)
 
 
 def ner_files(dataset: str, data_dir: str) -> tuple[str, str, str]:
@@ -160,11 +171,14 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
     """The training options with the application's values where the user gave none (None).
 
     ``given`` maps option names (``batch_size``, ``max_sequence_length``, ``max_epoch``,
-    ``early_stop``, ``feature_columns``) to what the command line says.
+    ``early_stop``, ``feature_columns``, ``bucket_batches``, ``lr_decay``...) to what the command
+    line says.
     """
     chosen = {"batch_size": defaults.batch_size, "max_sequence_length": defaults.max_sequence_length,
               "max_epoch": defaults.max_epoch, "early_stop": defaults.early_stop,
-              "feature_columns": defaults.feature_columns, "feature_vocabulary_size": defaults.feature_vocabulary_size}
+              "feature_columns": defaults.feature_columns, "feature_vocabulary_size": defaults.feature_vocabulary_size,
+              "bucket_batches": defaults.bucket_batches if defaults.bucket_batches is not None else TrainConfig.bucket_batches,
+              "lr_decay": defaults.lr_decay if defaults.lr_decay is not None else TrainConfig.lr_decay}
     return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
 
 

@@ -94,6 +94,15 @@ def test_load_takes_the_models_folder_or_the_model_folder(trained: Path, tmp_pat
         Sequence("date-BidLSTM_CRF").load(dir_path=tmp_path)
 
 
+def test_training_follows_delfts_rate_cut_and_random_batches() -> None:
+    from textorch.tagging.delft.options import model_config_from, textorch_configs
+
+    _, default, _ = textorch_configs(model_config_from("date", None, {}), None)
+    assert (default.lr_decay, default.lr_decay_patience, default.bucket_batches) == (0.5, 2, 1)
+    _, given, _ = textorch_configs(model_config_from("date", None, {"lr_decay": 0.7}), None)
+    assert given.lr_decay == 0.7
+
+
 def test_options_textorch_cannot_honour_are_refused_by_name() -> None:
     with pytest.raises(ConfigError, match=r"Sequence\(optimizer=...\)"):
         Sequence("date", optimizer="sgd")

@@ -18,11 +18,12 @@ from textorch.errors import ConfigError
 from textorch.models.architectures import get_architecture
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.tagging.delft.embeddings import resolve_embeddings_name
+from textorch.tagging.presets import DELFT_LR_DECAY
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_ARCHITECTURE = "BidLSTM_CRF"
-_REFUSED_UNLESS = {"optimizer": "adam", "lr_decay": 0.9, "fold_number": 1, "report_to_wandb": False,
+_REFUSED_UNLESS = {"optimizer": "adam", "fold_number": 1, "report_to_wandb": False,
                    "use_ELMo": False, "use_BERT": False, "features_lstm_units": 4, "multi_gpu": False}
 """Arguments textorch cannot honour, with the one value it can (DeLFT's default)."""
 _NO_EFFECT = ("max_checkpoints_to_keep", "log_dir", "multiprocessing", "num_workers", "nb_workers")
@@ -71,7 +72,7 @@ def model_config_from(model_name: str | None, architecture: str | None, options:
     for name in _NO_EFFECT:
         options.pop(name, None)
     options.pop("resource_registry_path", None)
-    training_names = ("learning_rate", "clip_gradients", "max_epoch", "early_stop", "patience", "seed",
+    training_names = ("learning_rate", "lr_decay", "clip_gradients", "max_epoch", "early_stop", "patience", "seed",
                       "features_embedding_size")
     training = {name: options.pop(name) for name in training_names if name in options}
     indices = options.pop("features_indices", None)
@@ -107,6 +108,8 @@ def textorch_configs(config: DelftModelConfig, registry: str | None) -> tuple[Mo
     train = TrainConfig(
         batch_size=config.batch_size, max_epoch=training.get("max_epoch", 50), patience=training.get("patience", 5),
         early_stop=bool(training.get("early_stop", True)), clip_grad=training.get("clip_gradients", 5.0),
+        # DeLFT's rate cut on a validation plateau and its batches drawn at random (no length buckets)
+        lr_decay=training.get("lr_decay", DELFT_LR_DECAY), bucket_batches=1,
         max_sequence_length=max(config.max_sequence_length, 0), seed=training.get("seed", TrainConfig.seed), **rates,
     )
     # DeLFT's BERT architectures take no word vectors whatever embeddings_name says; neither do textorch's
