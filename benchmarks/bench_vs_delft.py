@@ -148,7 +148,17 @@ def _training_options(job: dict, seed: int) -> tuple[list[str], list[str]]:
     if job.get("app"):
         return [*common, "--defaults", job["app"]], [*common, "--preset", job["app"]]
     fixed = ["--epochs", str(job["epochs"]), "--patience", str(job["epochs"] + 1), "--batch-size", "32"]
-    return [*common, *fixed], [*common, *fixed]
+    return [*common, *fixed], [*common, *fixed, *_textorch_training_rules(job["task"])]
+
+
+def _textorch_training_rules(task: str) -> list[str]:
+    """What textorch's application for ``task`` trains with beyond the fixed settings (its presets):
+    DeLFT's rate cut on a validation plateau, which DeLFT applies in every run with a validation
+    set, and for the GROBID corpora DeLFT's random batches (``textorch grobid``'s choice)."""
+    rules = ["--train-option", "lr_decay=0.5"]
+    if task != "conll":
+        rules += ["--train-option", "bucket_batches=1"]
+    return rules
 
 
 def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vectors: Path,

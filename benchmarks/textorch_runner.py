@@ -108,11 +108,24 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
 
     app, _, model = args.preset.partition(":")
     defaults = presets.ner_defaults(args.architecture) if app == "ner" else presets.grobid_defaults(model, args.architecture)
-    train_config = TrainConfig(seed=args.seed, max_epoch=defaults.max_epoch, batch_size=defaults.batch_size,
-                               max_sequence_length=defaults.max_sequence_length, early_stop=defaults.early_stop,
+    chosen = presets.resolve_options(defaults, {})
+    train_config = TrainConfig(seed=args.seed, max_epoch=chosen["max_epoch"], batch_size=chosen["batch_size"],
+                               max_sequence_length=chosen["max_sequence_length"], early_stop=chosen["early_stop"],
+                               bucket_batches=chosen["bucket_batches"], lr_decay=chosen["lr_decay"],
                                precision=args.precision)
     data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
     return presets.with_model_defaults(defaults, model_config), train_config, data_config
+
+
+def _with_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
+    """``config`` with ``FIELD=VALUE`` overrides, each value cast to the field's current type."""
+    changes = {}
+    for option in options:
+        name, _, value = option.partition("=")
+        if name not in {f.name for f in dataclasses.fields(TrainConfig)}:
+            raise SystemExit(f"--train-option: TrainConfig has no field {name!r}")
+        changes[name] = type(getattr(config, name))(value)
+    return dataclasses.replace(config, **changes)
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -129,6 +142,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from textorch.embeddings import open_embeddings
 
     model_config, train_config, data_config = _train_settings(args)
+    train_config = _with_train_options(train_config, args.train_option)
     train, valid, test = read_validated(args.train, args.valid, args.test, args.format,
                                         train_config.max_sequence_length)
     started = time.perf_counter()
@@ -147,6 +161,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         "system": "textorch", "precision": args.precision, "task": args.task, "architecture": args.architecture,
         "seed": args.seed, "preset": args.preset, "max_epoch": train_config.max_epoch,
         "batch_size": train_config.batch_size, "patience": train_config.patience, "best_epoch": result.best_epoch,
+        "train_options": args.train_option, "valid_scores": [r.valid_score for r in result.history],
         **training_speeds([len(s) for s in train.sequences], epoch_s, whole_s),
         "f1": f1, "model_dir": args.output,
     })
@@ -303,6 +318,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--output", default=None, help="model directory to write")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="training precision (autocast)")
+    p.add_argument("--train-option", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override one TrainConfig field (ablations: lr_decay=0.5, clip_grad=1, bucket_batches=1)")
     p.add_argument("--preset", default=None, metavar="grobid:MODEL|ner",
                    help="textorch's application defaults instead of --epochs/--patience/--batch-size")
     p.add_argument("--predictions", default=None, help="write the test set's gold and predicted labels here (JSON)")

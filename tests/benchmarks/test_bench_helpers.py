@@ -594,6 +594,7 @@ def test_training_measures_share_one_definition_and_short_predictions_are_comple
 
 def test_a_fresh_token_state_forgets_every_token_and_tags_the_same(tmp_path):
     import textorch_runner
+    from textorch.train.config import TrainConfig
     from textorch.data.readers import read_grobid
     from textorch.embeddings import open_embeddings
     from textorch.tagging.config import DataConfig, ModelConfig
@@ -722,3 +723,21 @@ def test_a_predicted_padding_label_names_no_entity() -> None:
     gold = [["B-PER", "I-PER", "O"], ["B-LOC", "O", "O"]]
     pred = [["B-PER", "I-PER", "<PAD>"], ["<PAD>", "O", "O"]]
     assert f1_bootstrap.sequence_counts(gold, pred).tolist() == [[1, 0, 0], [0, 0, 1]]
+
+
+def test_fixed_epoch_jobs_give_textorch_its_applications_training_rules():
+    """Same fixed settings for both; textorch adds what its application trains with (DeLFT's
+    rate cut everywhere, random batches on GROBID corpora), and the runner applies them."""
+    conll = {"task": "conll", "architecture": "BidLSTM_CRF", "epochs": 3, "key": "conll-BidLSTM_CRF"}
+    date = {"task": "date", "architecture": "BidLSTM_CRF", "epochs": 10, "key": "date-BidLSTM_CRF"}
+    delft, ours = bench_vs_delft._training_options(conll, seed=1)
+    assert ours[:len(delft)] == delft and "--train-option" not in delft
+    assert ours[len(delft):] == ["--train-option", "lr_decay=0.5"]
+    assert bench_vs_delft._training_options(date, 1)[1][-4:] == ["--train-option", "lr_decay=0.5", "--train-option", "bucket_batches=1"]
+    import textorch_runner
+    from textorch.train.config import TrainConfig
+
+    config = textorch_runner._with_train_options(TrainConfig(), ["lr_decay=0.5", "bucket_batches=1"])
+    assert (config.lr_decay, config.bucket_batches) == (0.5, 1)
+    with pytest.raises(SystemExit, match="no field 'bucket'"):
+        textorch_runner._with_train_options(TrainConfig(), ["bucket=1"])
