@@ -25,7 +25,7 @@ def plateau_cuts(scores: Sequence[float], patience: int) -> int:
     best = -float("inf")
     without_gain = cuts = 0
     for score in scores:
-        if score > best * (1 + RELATIVE_THRESHOLD) if best > 0 else score > best:
+        if score > best * (1 + RELATIVE_THRESHOLD):  # -inf at first: the first score is a gain
             best, without_gain = score, 0
         else:
             without_gain += 1
