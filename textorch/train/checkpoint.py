@@ -41,8 +41,10 @@ from textorch.errors import TextorchError
 from textorch.train.dist import DistContext
 from textorch.train.rng_state import capture_rng
 
-if TYPE_CHECKING:  # the trainer imports this module's users, not the other way round
-    from textorch.train.trainer import Progress, Trainer, TrainingResult
+from textorch.train.records import EpochRecord, Progress, TrainingResult
+
+if TYPE_CHECKING:  # the trainer imports this module, not the other way round
+    from textorch.train.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -342,8 +344,6 @@ def _fsync_directory(directory: Path) -> None:
 # --------------------------------------------------------------------- back into a trainer
 def final_result(snapshot: Snapshot) -> "TrainingResult":
     """The training result recorded in a ``final`` checkpoint."""
-    from textorch.train.trainer import EpochRecord, TrainingResult
-
     saved = dict(snapshot.meta["result"])
     history = [EpochRecord(**record) for record in saved.pop("history")]
     return TrainingResult(history=history, **saved)
@@ -353,7 +353,6 @@ def resume_progress(trainer: "Trainer", snapshot: Snapshot) -> "Progress":
     """Load an in-progress checkpoint into ``trainer`` (weights, optimizer, scheduler, scaler)
     and return where training stands. Random states are restored separately, just before the
     first step (:func:`textorch.train.rng_state.restore_rng`), since setting up the trainer may draw random numbers."""
-    from textorch.train.trainer import EpochRecord, Progress, TrainingResult
 
     state, meta = snapshot.state, snapshot.meta
     if len(state["rng"]) != trainer.ctx.world_size:
