@@ -118,13 +118,21 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
 
 
 def _with_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
-    """``config`` with ``FIELD=VALUE`` overrides, each value cast to the field's current type."""
-    changes = {}
+    """``config`` with ``FIELD=VALUE`` overrides, each value read as the field's current type
+    (``true``/``false`` for flags, text for a field that is unset)."""
+    changes: dict[str, object] = {}
     for option in options:
         name, _, value = option.partition("=")
         if name not in {f.name for f in dataclasses.fields(TrainConfig)}:
-            raise SystemExit(f"--train-option: TrainConfig has no field {name!r}")
-        changes[name] = type(getattr(config, name))(value)
+            raise SystemExit(f"--train-option {option!r}: TrainConfig has no field {name!r}")
+        current = getattr(config, name)
+        try:
+            if isinstance(current, bool):
+                changes[name] = {"true": True, "false": False}[value.lower()]
+            else:
+                changes[name] = value if current is None else type(current)(value)
+        except (KeyError, ValueError):
+            raise SystemExit(f"--train-option {option!r}: not a {type(current).__name__} value") from None
     return dataclasses.replace(config, **changes)
 
 

@@ -741,3 +741,8 @@ def test_fixed_epoch_jobs_give_textorch_its_applications_training_rules():
     assert (config.lr_decay, config.bucket_batches) == (0.5, 1)
     with pytest.raises(SystemExit, match="no field 'bucket'"):
         textorch_runner._with_train_options(TrainConfig(), ["bucket=1"])
+    flags = textorch_runner._with_train_options(TrainConfig(), ["early_stop=false", "tensorboard_dir=/tmp/tb"])
+    assert (flags.early_stop, flags.tensorboard_dir) == (False, "/tmp/tb")
+    for bad in ("early_stop=no", "bucket_batches=ten"):
+        with pytest.raises(SystemExit, match="not a (bool|int) value"):
+            textorch_runner._with_train_options(TrainConfig(), [bad])

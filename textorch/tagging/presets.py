@@ -71,9 +71,9 @@ def grobid_defaults(model: str, architecture: str) -> AppDefaults:
         logger.info("no DeLFT settings for GROBID model %r (known: %s): generic defaults", model, ", ".join(GROBID_MODELS))
     arch = get_architecture(architecture)
     # DeLFT draws every batch at random from the whole shuffled set. Length buckets (the
-    # library's default) make batches of near-equal lengths, which on GROBID's small corpora
-    # cost F1 against DeLFT's (docs/performance.md, "Where name-header's F1 gap came from") while
-    # saving little time; these corpora train with DeLFT's random batches.
+    # library's default) make batches of near-equal lengths, which on GROBID's corpora cost F1
+    # against DeLFT's (docs/performance.md, "Where name-header's F1 gap came from"); these
+    # corpora are small, so they take the slower, padded epochs of DeLFT's random batches.
     if arch.uses_transformer:
         length, batch = _GROBID_BERT.get(model, (200, 20))
         return AppDefaults(batch, min(length, 512), 60, bucket_batches=1)

@@ -33,8 +33,8 @@ class TrainConfig:
     """Batches per length bucket: each epoch's shuffled sequences are cut into buckets of this
     many batches and sorted by length within each. More: less padding, so faster steps, but
     batches of near-equal lengths, which train worse models; 1 gives DeLFT's batches, drawn at
-    random from the whole set (what ``textorch grobid`` uses: on small corpora buckets cost F1
-    against DeLFT and save little time; docs/performance.md). Batches that mix very different
+    random from the whole set (what ``textorch grobid`` uses: there buckets cost F1 against
+    DeLFT, and the corpora are small enough to afford slower epochs; docs/performance.md). Batches that mix very different
     lengths run their word RNN in length groups (:func:`textorch.models.length_groups.length_groups`)."""
     max_sequence_length: int = 0
     """Longer training sequences are cut into pieces of this many tokens (0: no limit)."""
