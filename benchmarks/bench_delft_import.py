@@ -2,7 +2,7 @@
 
 For each (task, architecture): DeLFT trains a model in its own venv (a few epochs: agreement
 does not need a good model), DeLFT tags the test file with ``Sequence.tag``, textorch imports
-the model directory (:func:`textorch.tagging.delft.importer.convert_delft_model`) and tags the
+the model directory (:func:`textorch.tagging.delft_import.importer.convert_delft_model`) and tags the
 same file with the same word vectors; every token's label is compared. Agreement must be 100 %.
 
 Models, DeLFT's labels and the imported directories are kept under the bench work dir and
@@ -89,7 +89,7 @@ def delft_side(python: Path, work: Path, task: str, architecture: str, files, fr
 def textorch_side(model_dir: Path, labels_path: Path, test_file: str, fmt: str, work: Path) -> dict:
     """Import the DeLFT model, tag DeLFT's tokens with it, count the labels that agree."""
     from textorch.data.corpus import TokenSequence
-    from textorch.tagging.delft.importer import convert_delft_model
+    from textorch.tagging.delft_import.importer import convert_delft_model
     from textorch.tagging.labeler import SequenceLabeler
 
     out = work / "import-parity" / "imported" / model_dir.name

@@ -9,7 +9,7 @@ Two steps, in two environments (TensorFlow is never a textorch dependency):
    model's characters, random word vectors written to a vectors file, random feature values
    (some unseen). Writes the tokens, features, vectors and Keras' labels to ``--work``.
 2. ``textorch`` (in textorch's venv, with h5py): imports the directory with
-   :func:`textorch.tagging.delft.importer.convert_delft_model` and the same vectors, tags the
+   :func:`textorch.tagging.delft_import.importer.convert_delft_model` and the same vectors, tags the
    same tokens, and prints the label agreement (and exits 1 below 100 %).
 
 Usage:
@@ -144,7 +144,7 @@ def keras_side(args: argparse.Namespace) -> None:
 
 def textorch_side(args: argparse.Namespace) -> None:
     from textorch.data.corpus import TokenSequence
-    from textorch.tagging.delft.importer import convert_delft_model
+    from textorch.tagging.delft_import.importer import convert_delft_model
     from textorch.tagging.labeler import SequenceLabeler
 
     work = Path(args.work)

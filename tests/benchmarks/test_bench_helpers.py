@@ -594,7 +594,6 @@ def test_training_measures_share_one_definition_and_short_predictions_are_comple
 
 def test_a_fresh_token_state_forgets_every_token_and_tags_the_same(tmp_path):
     import textorch_runner
-    from textorch.train.config import TrainConfig
     from textorch.data.readers import read_grobid
     from textorch.embeddings import open_embeddings
     from textorch.tagging.config import DataConfig, ModelConfig

@@ -56,6 +56,35 @@ def test_padded_rnn_equals_packed_with_gradients(cell: type, layers: int, bidire
         assert torch.allclose(rnn_outputs(rnn, x, lengths), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
+def test_training_rnn_in_length_groups_equals_packed_outputs_and_gradients(cell: type) -> None:
+    """A random batch (one 60-step row among short ones) runs its word RNN in length groups
+    when training; outputs and gradients equal the packed computation's."""
+    torch.manual_seed(4)
+    rnn = cell(6, 4, batch_first=True, bidirectional=True)
+    lengths = torch.tensor([3, 60, 2, 5, 4, 3, 1, 6, 2, 5, 3, 4])
+    assert padded_rnn.length_groups(lengths, cost_constants.TRAINING_GROUP_COSTS) is not None
+    x = torch.randn(len(lengths), 60, 6, requires_grad=True)
+    weights = torch.randn(len(lengths), 60, 8)  # a loss that weighs every output differently
+
+    def grads_of(run) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        rnn.zero_grad()
+        x.grad = None
+        out = run()
+        (out * weights).sum().backward()
+        return out.detach(), [p.grad.clone() for p in rnn.parameters()] + [x.grad.clone()]
+
+    def packed() -> torch.Tensor:
+        out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+        return pad_packed_sequence(out, batch_first=True, total_length=60)[0]
+
+    expected, expected_grads = grads_of(packed)
+    got, got_grads = grads_of(lambda: rnn_outputs(rnn, x, lengths))
+    assert torch.allclose(got, expected, atol=1e-6)
+    for g, e in zip(got_grads, expected_grads):
+        assert torch.allclose(g, e, atol=1e-5)
+
+
 def test_bucketed_rows_round_up_to_four_sizes_per_doubling() -> None:
     assert [padded_rnn.bucketed_rows(n) for n in (1, 7, 16)] == [1, 7, 16]  # small counts exact
     assert [padded_rnn.bucketed_rows(n) for n in (17, 20, 21, 33, 129, 300)] == [20, 20, 24, 40, 160, 320]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from textorch.models.costs import batch_precision
 from textorch.runtime.precision import inference_autocast
 from textorch.classification.api import ClassifierAPI
 from textorch.classification.config import ClsDataConfig, ClsModelConfig, saved_configs
+from textorch.classification.prediction import ClsPrediction
 from textorch.model_dir import load_checked, load_weights, save_model_dir
 from textorch.models.classifiers import (
     CLS_BUILDERS,
@@ -67,14 +68,6 @@ class FoldReport:
     n_valid: int
     training: TrainingResult
     valid_scores: dict | None = None
-
-
-@dataclass
-class ClsPrediction:
-    labels: list[str]
-    """The predicted class (single-label) or every class over its threshold (multi-label)."""
-    scores: dict[str, float] = field(default_factory=dict)
-    """Probability per class (softmax for single-label, sigmoid for multi-label)."""
 
 
 class TextClassifier(ClassifierAPI):

@@ -8,12 +8,17 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from textorch.classification.classifier import ClsDataConfig, ClsPrediction, TextClassifier
+from textorch.classification.config import ClsDataConfig
+from textorch.classification.prediction import ClsPrediction
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
 from textorch.data.writers import answer_header
 from textorch.errors import ConfigError
 from textorch.train.dist import DistContext
+
+if TYPE_CHECKING:  # annotations only: the classifier's own API reaches this module
+    from textorch.classification.classifier import TextClassifier
 
 
 def read_labelled(path: str, data_config: ClsDataConfig) -> ClsCorpus:

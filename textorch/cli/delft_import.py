@@ -6,7 +6,7 @@ import argparse
 
 
 def _import(args: argparse.Namespace) -> int:
-    from textorch.tagging.delft.importer import convert_delft_model
+    from textorch.tagging.delft_import.importer import convert_delft_model
 
     out = convert_delft_model(args.source, args.output, args.embeddings, args.input_format, args.n_features)
     print(out)

@@ -28,6 +28,11 @@ FINAL_STATE_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=600.0, ma
 """Character BiLSTM over a batch's distinct tokens: padded character steps against a group's
 calls and gathers (both directions)."""
 
+TRAINING_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=60.0, max_groups=3)
+"""A training batch's word RNN (forward and backward pass) cut into groups: padded word steps
+against one more pair of recurrent calls. Random batches (``bucket_batches=1``) mix lengths
+freely, so their word RNN would otherwise run most rows for the longest row's steps."""
+
 INFERENCE_GROUP_COSTS = GroupCosts(step_cost_in_rows=3.3, group_cost=160.0, max_groups=8)
 """A CPU tagging batch cut in two: padded word steps against one more pass of every encoder call,
 the dense layer and the CRF."""

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from textorch.models import onednn_lstm
-from textorch.models.costs import FINAL_STATE_GROUP_COSTS
+from textorch.models.costs import FINAL_STATE_GROUP_COSTS, TRAINING_GROUP_COSTS
 from textorch.models.length_groups import in_length_groups, length_groups
 from textorch.models.row_buckets import in_row_buckets
 from textorch.models.rows import permute_rows, select_rows
@@ -184,7 +184,13 @@ def rnn_outputs(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torc
     if x.is_cuda and not records_gradients(rnn):  # cuDNN runs packed batches natively
         out, _ = run_packed(rnn, x, lengths)
         return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
-    return masked_padded_rnn(rnn, x, lengths)
+    # Training on the CPU: rows of very different lengths (random batches) in a few groups, each
+    # padded to its own longest row. Tagging cuts its batches before this (inference_batches).
+    groups = length_groups(lengths, TRAINING_GROUP_COSTS) if records_gradients(rnn) and not x.is_cuda else None
+    if groups is None:
+        return masked_padded_rnn(rnn, x, lengths)
+    return in_length_groups(lambda part, part_lengths: masked_padded_rnn(rnn, part, part_lengths), [x], lengths,
+                            groups, steps=x.shape[1])
 
 
 @_fp32_lstm_where_bf16_fails

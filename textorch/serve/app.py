@@ -22,7 +22,7 @@ from textorch import __version__
 from textorch.tagging.api import tagging_answer, to_sequences
 from textorch.data.corpus import TokenSequence
 from textorch.errors import TextorchError
-from textorch.tagging.labeler import Prediction
+from textorch.tagging.prediction import Prediction
 from textorch.serve.batcher import BatchStats, MicroBatcher
 from textorch.serve.classify import classification_runner, classify_answer
 from textorch.serve.config import ServerConfig

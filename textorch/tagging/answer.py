@@ -10,7 +10,7 @@ from __future__ import annotations
 from textorch.data.corpus import TokenSequence
 from textorch.data.writers import answer_header
 from textorch.eval.metrics import extract_entities
-from textorch.tagging.labeler import Prediction
+from textorch.tagging.prediction import Prediction
 
 
 def entities(sequence: TokenSequence, prediction: Prediction) -> list[dict]:

@@ -17,6 +17,9 @@ from textorch.models.architectures import (
 )
 from textorch.train.config import PRECISIONS, TrainConfig, from_dict, to_dict
 
+TASK = "sequence_labelling"
+"""The task a tagger's model directory names, checked when it is loaded."""
+
 __all__ = ["PRECISIONS", "DataConfig", "ModelConfig", "TrainConfig", "from_dict", "saved_configs", "to_dict"]
 
 

@@ -8,13 +8,12 @@ over this class: every prediction is :meth:`SequenceLabeler.predict`, every trai
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from textorch.tagging.api import LabelerAPI, read_evaluation_corpus
-from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, saved_configs, to_dict
+from textorch.tagging.config import TASK, DataConfig, ModelConfig, TrainConfig, saved_configs
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
@@ -34,31 +33,21 @@ from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.weight_state import one_check_per_call
 from textorch.models.architectures import BUILDERS, get_architecture
 from textorch.models.transformer_source import TransformerParts, load_saved
-from textorch.model_dir import load_checked, load_weights, save_model_dir
+from textorch.model_dir import load_checked, load_weights
 from textorch.tagging.encoded import EncodedData
+from textorch.tagging.model_files import write_tagger_dir
+from textorch.tagging.prediction import Prediction
 from textorch.tagging.word_table_calls import WordTableCalls
-from textorch.tagging.network import build_network, open_transformer, untied
+from textorch.tagging.network import build_network, open_transformer
 from textorch.train.checkpoint import Checkpointer
 from textorch.train.dist import DistContext
 from textorch.train.dist_eval import agreed_labels, gather_in_order, my_batches, place, reduce_counts
 from textorch.train.optim import adamw_warmup_linear
-from textorch.train.history import TrainingHistory, history_files
+from textorch.train.history import TrainingHistory
 from textorch.train.tensorboard import tensorboard_callbacks
 from textorch.train.trainer import Trainer, TrainingResult, adam
 
 logger = logging.getLogger(__name__)
-
-TASK = "sequence_labelling"
-
-
-@dataclass
-class Prediction:
-    """Labels (IOB2) and per-token confidence for one sequence."""
-
-    labels: list[str]
-    scores: list[float] | None
-    """Posterior probability of each label; None when tagged with ``with_scores=False``."""
-
 
 class SequenceLabeler(LabelerAPI):
     """A trained tagger: vocabularies, network and the word vectors it was trained with."""
@@ -342,22 +331,7 @@ class SequenceLabeler(LabelerAPI):
     def save(self, directory: str | Path, training_run: dict | None = None) -> Path:
         """Write the model directory atomically; ``training_run`` (the checksum of the options and
         data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
-        config = {
-            "task": TASK,
-            "builder": self.model_config.builder(),
-            "model": to_dict(self.model_config),
-            "data": {**to_dict(self.data_config), "input_format": self.input_format, "n_features": self.n_features},
-            "embeddings": self.embeddings.describe() if self.embeddings is not None else None,
-        }
-        extra_files = None
-        if self.transformer is not None:
-            config["transformer"] = self.transformer.describe()
-            extra_files = self.transformer.files()
-        if training_run is not None:
-            config["training_run"] = training_run
-        state = untied(self.model.state_dict())
-        extra_files = {**(extra_files or {}), **history_files(self.history)}
-        return save_model_dir(directory, config, self.encoder.to_json(), state, extra_files)
+        return write_tagger_dir(directory, self, training_run)
 
     @classmethod
     def load(
@@ -375,7 +349,7 @@ class SequenceLabeler(LabelerAPI):
         from textorch.onnx.engine import check_engine, use_engine
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
-        from textorch.tagging.delft.importer import converted_dir, is_delft_model_dir
+        from textorch.tagging.delft_import.importer import converted_dir, is_delft_model_dir
 
         if is_delft_model_dir(directory):  # a DeLFT model: converted once into the cache
             directory = converted_dir(directory, cache_dir, embeddings)

@@ -119,7 +119,7 @@ def test_options_textorch_cannot_honour_are_refused_by_name() -> None:
 def _fake_importer(monkeypatch: pytest.MonkeyPatch, trained: Path) -> list:
     """The importer's recognition and conversion replaced: 'converting' copies a textorch model,
     counting its calls, so that what the facade's load does around them is what is tested."""
-    from textorch.tagging.delft import importer
+    from textorch.tagging.delft_import import importer
 
     calls: list = []
 

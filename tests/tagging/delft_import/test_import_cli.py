@@ -52,7 +52,7 @@ def test_seq_tag_takes_a_delft_directory(tmp_path, monkeypatch):
 
 def test_onnx_export_refuses_networks_it_would_get_wrong(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TEXTORCH_CACHE_DIR", str(tmp_path / "cache"))
-    from textorch.tagging.delft.importer import convert_delft_model
+    from textorch.tagging.delft_import.importer import convert_delft_model
 
     for architecture, reason in (("BidLSTM_CNN_CRF", "character CNN"), ("BERT_CRF", "SubtokenCRFTagger")):
         out = convert_delft_model(delft_dir(tmp_path, architecture), tmp_path / architecture, FIXTURES / "vectors.txt")

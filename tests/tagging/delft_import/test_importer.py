@@ -12,7 +12,7 @@ import torch
 
 from textorch.data.corpus import TokenSequence
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.tagging.delft.importer import (
+from textorch.tagging.delft_import.importer import (
     convert_delft_model,
     converted_dir,
     is_delft_model_dir,

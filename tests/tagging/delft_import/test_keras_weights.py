@@ -19,7 +19,7 @@ from test_importer import (
     delft_state,
     labels_of,
 )
-from textorch.tagging.delft.importer import convert_delft_model
+from textorch.tagging.delft_import.importer import convert_delft_model
 from textorch.tagging.labeler import SequenceLabeler
 
 h5py = pytest.importorskip("h5py")
@@ -71,7 +71,7 @@ def test_keras_weights_import_to_delft_labels(tmp_path, architecture):
 
 
 def test_keras_bias_is_read_as_one_bias(tmp_path):
-    from textorch.tagging.delft.keras_weights import read_keras_state
+    from textorch.tagging.delft_import.keras_weights import read_keras_state
 
     source = keras_dir(tmp_path, "BidLSTM_CRF")
     state = read_keras_state(source / "model_weights.hdf5", json.loads((source / "config.json").read_text()))

@@ -7,5 +7,5 @@ writes a ``delft`` package into DIR whose modules only forward here, so that nam
 outside that directory. See docs/grobid.md.
 
 Models trained by DeLFT (the PyTorch 1.x line and the TensorFlow line GROBID ships) are
-converted into textorch model directories by ``importer`` (``textorch import-delft``).
+converted into textorch model directories by :mod:`textorch.tagging.delft_import` (``textorch import-delft``).
 """

@@ -50,7 +50,7 @@ class Sequence:
     def load(self, dir_path: str | Path = DEFAULT_MODELS_DIR, weight_file: str | None = None) -> None:
         """Load ``<dir_path>/<model_name>/``, or ``dir_path`` itself when it is the model directory.
 
-        A DeLFT model directory is converted first (see :func:`textorch.tagging.delft.importer.converted_dir`).
+        A DeLFT model directory is converted first (see :func:`textorch.tagging.delft_import.importer.converted_dir`).
         """
         name = self.model_config.model_name
         directory = Path(dir_path) / name

@@ -5,7 +5,7 @@ A DeLFT model directory holds ``config.json`` (DeLFT's ``ModelConfig``), ``prepr
 (a pickled state dict, DeLFT <= 1.1, read with ``weights_only=True`` so that no pickled code
 runs) or ``model_weights.hdf5`` (DeLFT <= 0.3, Keras; see :mod:`.keras_weights`).
 
-The import writes a normal textorch directory through :meth:`SequenceLabeler.save`, with
+The import writes a normal textorch directory, as :meth:`SequenceLabeler.save` does, with
 the network options that make textorch compute what DeLFT computes (``rnn_tagger.v3``: DeLFT's
 feature BiLSTM, character CNN, stacked GRUs) and DeLFT's word-vector lookup
 (``word_lookup="delft"``). The labels then equal DeLFT's ``Sequence.tag`` labels token for
@@ -35,7 +35,8 @@ from textorch.data.encoding import SequenceEncoder
 from textorch.data.vocab import PAD, UNK, Vocabulary
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.tagging.config import DataConfig, ModelConfig
-from textorch.tagging.delft.weights import (
+from textorch.tagging.model_files import TaggerParts, write_tagger_dir
+from textorch.tagging.delft_import.weights import (
     Layout,
     label_order,
     map_bert_state,
@@ -55,7 +56,7 @@ _LAYOUTS: dict[str, tuple[str, bool, bool, list[str], str | None, str]] = {
     "BidLSTM_CNN_CRF": ("cnn", False, False, ["bilstm"], "dense", "linear"),
     "BidLSTM": ("lstm", False, False, ["bilstm"], None, "classifier"),
 }
-"""The recurrent family; BERT_CRF is imported by :func:`_bert_labeler`."""
+"""The recurrent family; BERT_CRF is imported by :func:`_bert_tagger`."""
 _WHY_NOT = {
     "ChainCRF": "its BiLSTM runs over the batch's padding, so DeLFT's own labels depend on the batch",
     "BidLSTM_CNN": "its casing channel has no counterpart in textorch's BidLSTM_CNN",
@@ -102,7 +103,7 @@ def read_weights(path: Path, config: dict) -> dict[str, torch.Tensor]:
         if not isinstance(state, dict):
             raise ModelFormatError(f"{path}/model_weights.pt: expected a state dict, got {type(state).__name__}")
         return state
-    from textorch.tagging.delft.keras_weights import read_keras_state
+    from textorch.tagging.delft_import.keras_weights import read_keras_state
 
     return read_keras_state(path / "model_weights.hdf5", config)
 
@@ -182,14 +183,13 @@ def _open_embeddings(spec: Any, config: dict) -> Any:
                           f"their vectors file (--embeddings PATH) or register that name ({exc})") from None
 
 
-def _bert_labeler(src_dir: Path, config: dict, preprocessor: dict, state: dict[str, torch.Tensor],
-                  input_format: str | None):
+def _bert_tagger(src_dir: Path, config: dict, preprocessor: dict, state: dict[str, torch.Tensor],
+                 input_format: str | None) -> TaggerParts:
     """DeLFT's BERT_CRF: its transformer's saved configuration and tokenizer, the weights, and
     textorch's CRF over sub-tokens (``transformer_crf="subtokens"``), which is DeLFT's."""
     from transformers import AutoConfig, AutoModel
 
     from textorch.models.transformer_source import TransformerParts, load_tokenizer
-    from textorch.tagging.labeler import SequenceLabeler
     from textorch.tagging.network import build_network
 
     files = (src_dir / "transformer-config.json", src_dir / "transformer-tokenizer")
@@ -212,19 +212,18 @@ def _bert_labeler(src_dir: Path, config: dict, preprocessor: dict, state: dict[s
     model.eval()
     input_format = input_format or "conll"
     data_config = DataConfig(format=input_format, embeddings="none", word_lookup="delft")
-    return SequenceLabeler(encoder, model, model_config, data_config, None, input_format, 0, transformer=parts)
+    return TaggerParts(encoder, model, model_config, data_config, None, input_format, 0, transformer=parts)
 
 
-def build_labeler(src_dir: str | Path, embeddings: Any = None, input_format: str | None = None,
-                  n_features: int | None = None):
-    """The :class:`SequenceLabeler` equivalent of the DeLFT model at ``src_dir`` (not saved)."""
-    from textorch.tagging.labeler import SequenceLabeler
+def build_tagger(src_dir: str | Path, embeddings: Any = None, input_format: str | None = None,
+                 n_features: int | None = None) -> TaggerParts:
+    """The textorch tagger equivalent to the DeLFT model at ``src_dir``, to be written."""
     from textorch.tagging.network import build_network
 
     config, preprocessor, state = read_delft_dir(src_dir)
     architecture = str(config["architecture"])
     if architecture == "BERT_CRF":
-        return _bert_labeler(Path(src_dir), config, preprocessor, state, input_format)
+        return _bert_tagger(Path(src_dir), config, preprocessor, state, input_format)
     layout = _layout(architecture, config, state)
     tags = _indexed(preprocessor["vocab_tag"], "vocab_tag")
     order = label_order(tags)
@@ -266,7 +265,7 @@ def build_labeler(src_dir: str | Path, embeddings: Any = None, input_format: str
     except RuntimeError as exc:
         raise ModelFormatError(f"{src_dir}: the DeLFT weights do not fit {architecture} ({exc})") from None
     model.eval()
-    return SequenceLabeler(encoder, model, model_config, data_config, vectors, input_format, n_features)
+    return TaggerParts(encoder, model, model_config, data_config, vectors, input_format, n_features)
 
 
 def convert_delft_model(src_dir: str | Path, out_dir: str | Path, embeddings: Any = None,
@@ -276,8 +275,7 @@ def convert_delft_model(src_dir: str | Path, out_dir: str | Path, embeddings: An
     source, a path or a registry name; default DeLFT's embeddings name in textorch's
     registry). ``input_format``/``n_features``: what ``seq tag`` reads (default: GROBID with
     columns up to the last one used for ``_FEATURES`` models, else CoNLL)."""
-    labeler = build_labeler(src_dir, embeddings, input_format, n_features)
-    return labeler.save(out_dir)
+    return write_tagger_dir(out_dir, build_tagger(src_dir, embeddings, input_format, n_features))
 
 
 def source_digest(src_dir: str | Path) -> str:

@@ -1,0 +1,70 @@
+"""A tagger's model directory composed from its parts, in one place for every writer.
+
+``SequenceLabeler.save`` writes through here, and so does the DeLFT importer, which builds a
+tagger's parts without the ``SequenceLabeler`` class: ``SequenceLabeler.load`` converts a DeLFT
+directory through the importer, so the importer must not need the class in turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from textorch.data.encoding import SequenceEncoder
+from textorch.model_dir import save_model_dir
+from textorch.models.transformer_source import TransformerParts
+from textorch.tagging.config import TASK, DataConfig, ModelConfig, to_dict
+from textorch.tagging.network import untied
+from textorch.train.history import TrainingHistory, history_files
+
+
+class Tagger(Protocol):
+    """What a model directory is written from: a ``SequenceLabeler`` or :class:`TaggerParts`."""
+
+    encoder: SequenceEncoder
+    model: torch.nn.Module
+    model_config: ModelConfig
+    data_config: DataConfig
+    embeddings: object | None
+    input_format: str
+    n_features: int
+    transformer: TransformerParts | None
+    history: TrainingHistory | None
+
+
+@dataclass
+class TaggerParts:
+    """A tagger that is only to be written (the DeLFT importer's result)."""
+
+    encoder: SequenceEncoder
+    model: torch.nn.Module
+    model_config: ModelConfig
+    data_config: DataConfig
+    embeddings: object | None = None
+    input_format: str = "conll"
+    n_features: int = 0
+    transformer: TransformerParts | None = None
+    history: TrainingHistory | None = None
+
+
+def write_tagger_dir(directory: str | Path, tagger: Tagger, training_run: dict | None = None) -> Path:
+    """Write the model directory atomically; ``training_run`` (the checksum of the options and
+    data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
+    config = {
+        "task": TASK,
+        "builder": tagger.model_config.builder(),
+        "model": to_dict(tagger.model_config),
+        "data": {**to_dict(tagger.data_config), "input_format": tagger.input_format, "n_features": tagger.n_features},
+        "embeddings": tagger.embeddings.describe() if tagger.embeddings is not None else None,  # type: ignore[attr-defined]
+    }
+    extra_files: dict = {}
+    if tagger.transformer is not None:
+        config["transformer"] = tagger.transformer.describe()
+        extra_files = dict(tagger.transformer.files())
+    if training_run is not None:
+        config["training_run"] = training_run
+    state = untied(tagger.model.state_dict())
+    return save_model_dir(directory, config, tagger.encoder.to_json(), state, {**extra_files, **history_files(tagger.history)})
