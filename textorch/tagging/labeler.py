@@ -49,6 +49,7 @@ from textorch.train.trainer import Trainer, TrainingResult, adam
 
 logger = logging.getLogger(__name__)
 
+
 class SequenceLabeler(LabelerAPI):
     """A trained tagger: vocabularies, network and the word vectors it was trained with."""
 
