@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,24 +20,14 @@ from textorch.tagging.config import TASK, DataConfig, ModelConfig, to_dict
 from textorch.tagging.network import untied
 from textorch.train.history import TrainingHistory, history_files
 
-
-class Tagger(Protocol):
-    """What a model directory is written from: a ``SequenceLabeler`` or :class:`TaggerParts`."""
-
-    encoder: SequenceEncoder
-    model: torch.nn.Module
-    model_config: ModelConfig
-    data_config: DataConfig
-    embeddings: object | None
-    input_format: str
-    n_features: int
-    transformer: TransformerParts | None
-    history: TrainingHistory | None
+if TYPE_CHECKING:  # annotations only: the labeler writes through this module
+    from textorch.tagging.labeler import SequenceLabeler
 
 
 @dataclass
 class TaggerParts:
-    """A tagger that is only to be written (the DeLFT importer's result)."""
+    """A tagger that is only to be written (the DeLFT importer's result): the attributes of a
+    ``SequenceLabeler`` that its model directory holds."""
 
     encoder: SequenceEncoder
     model: torch.nn.Module
@@ -50,7 +40,7 @@ class TaggerParts:
     history: TrainingHistory | None = None
 
 
-def write_tagger_dir(directory: str | Path, tagger: Tagger, training_run: dict | None = None) -> Path:
+def write_tagger_dir(directory: str | Path, tagger: TaggerParts | SequenceLabeler, training_run: dict | None = None) -> Path:
     """Write the model directory atomically; ``training_run`` (the checksum of the options and
     data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
     config = {

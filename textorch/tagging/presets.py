@@ -73,7 +73,8 @@ def grobid_defaults(model: str, architecture: str) -> AppDefaults:
     # DeLFT draws every batch at random from the whole shuffled set. Length buckets (the
     # library's default) make batches of near-equal lengths, which on GROBID's corpora cost F1
     # against DeLFT's (docs/performance.md, "Where name-header's F1 gap came from"); these
-    # corpora are small, so they take the slower, padded epochs of DeLFT's random batches.
+    # corpora are small, so they take DeLFT's random batches and their slower epochs (length
+    # groups in the word RNN win back part of the padding, models/costs.TRAINING_GROUP_COSTS).
     if arch.uses_transformer:
         length, batch = _GROBID_BERT.get(model, (200, 20))
         return AppDefaults(batch, min(length, 512), 60, bucket_batches=1)
