@@ -433,23 +433,52 @@ def _bert_job(r: Runner, epochs: int) -> tuple[dict | None, str | None]:
             "epochs": epochs, "setting": "fixed epochs"}, None  # the suite's seeds, as for every F1
 
 
-def reprint(path: Path) -> int:
-    """Rebuild and print the table of a results file (after a change to the table's layout).
-    A file of the first method (no ``method`` field) is printed as it was written: its rows
-    measured something else than today's rows of the same place (see ``METHOD_VERSION``)."""
-    payload = json.loads(path.read_text(encoding="utf-8"))
+def pooled(payloads: list[dict]) -> dict:
+    """One results payload from runs of one mode made separately (one seed each, say): every
+    training run and tagging measure kept, the rows and F1 intervals rebuilt over all of them."""
+    kinds = {(p.get("mode"), p.get("method")) for p in payloads}
+    if len(kinds) != 1:
+        raise SystemExit(f"--table: pool only results of one mode and method, got (mode, method) {sorted(map(str, kinds))}")
+    runs = [run for p in payloads for run in p["train_runs"]]
+    tagging = [measure for p in payloads for measure in p["tagging"]]
+    rows = build_rows(jobs_of(payloads[0], runs), runs, tagging)
+    return {**payloads[0], "command": " ; ".join(p["command"] for p in payloads),
+            "machine": [p["machine"] for p in payloads],
+            "settings": {**payloads[0]["settings"], "seeds": sorted({run["seed"] for run in runs})},
+            "rows": rows, "f1": f1_comparisons(rows), "train_runs": runs, "tagging": tagging,
+            "wall_s": sum(p["wall_s"] for p in payloads)}
+
+
+def jobs_of(payload: dict, runs: list[dict]) -> list[dict]:
+    """The jobs a results file's runs belong to, as the table needs them."""
+    setting = "early stopping, each system's defaults" if "early-stopping" in payload.get("mode", "") else "fixed epochs"
+    jobs = {r["key"]: {"key": r["key"], "task": r["task"], "architecture": r["architecture"], "setting": setting,
+                       "app": r.get("defaults") or r.get("preset")} for r in runs}
+    return list(jobs.values())
+
+
+def reprint(paths: list[Path], output: Path | None = None) -> int:
+    """Rebuild and print the table of a results file (after a change to the table's layout), or
+    of several pooled (:func:`pooled`, written to ``output`` when given). A file of the first
+    method (no ``method`` field) is printed as it was written: its rows measured something else
+    than today's rows of the same place (see ``METHOD_VERSION``)."""
+    payloads = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+    if len(payloads) > 1:
+        payload = pooled(payloads)
+        if output:
+            output.write_text(json.dumps({**payload, "pooled_from": [p.name for p in paths]}, indent=2) + "\n",
+                              encoding="utf-8")
+        print_markdown(payload["rows"])
+        return 0
+    payload = payloads[0]
     if "grobid-calls" in payload.get("mode", ""):
         print_markdown([row for tag in payload["tagging"] for row in grobid_call_rows({"key": tag["key"]}, tag)])
         return 0
     if payload.get("method") is None:
-        print(f"{path}: measured with the first method (before 2026-12-02's method fixes); its rows as written:")
+        print(f"{paths[0]}: measured with the first method (before 2026-12-02's method fixes); its rows as written:")
         print_markdown(payload["rows"])
         return 0
-    setting = "early stopping, each system's defaults" if "early-stopping" in payload.get("mode", "") else "fixed epochs"
-    jobs = {r["key"]: {"key": r["key"], "task": r["task"], "architecture": r["architecture"], "setting": setting,
-                       "app": r.get("defaults") or r.get("preset")}
-            for r in payload["train_runs"]}
-    print_markdown(build_rows(list(jobs.values()), payload["train_runs"], payload["tagging"]))
+    print_markdown(build_rows(jobs_of(payload, payload["train_runs"]), payload["train_runs"], payload["tagging"]))
     return 0
 
 
@@ -494,10 +523,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads in every process of both systems (default: each library's own choice)")
     parser.add_argument("--output", help="results JSON (default: results/latest.json, or results/quick.json)")
-    parser.add_argument("--table", metavar="JSON", help="only print the table of an earlier results file")
+    parser.add_argument("--table", metavar="JSON", nargs="+", type=Path,
+                        help="only print the table of an earlier results file; of several (e.g. one seed each), "
+                             "pooled, and written to --output when given")
     args = parser.parse_args()
     if args.table:
-        return reprint(Path(args.table))
+        return reprint(args.table, Path(args.output) if args.output else None)
     settings = dict(QUICK if args.quick else FULL)
     if args.early_stopping:
         settings = {**settings, "tasks": EARLY_STOPPING_TASKS if not args.quick else ["date"]}

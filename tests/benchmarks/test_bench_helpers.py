@@ -745,3 +745,24 @@ def test_fixed_epoch_jobs_give_textorch_its_applications_training_rules():
     for bad in ("early_stop=no", "bucket_batches=ten"):
         with pytest.raises(SystemExit, match="not a (bool|int) value"):
             textorch_runner._with_train_options(TrainConfig(), [bad])
+
+
+def test_results_of_separate_seeds_pool_into_one_table_and_other_modes_are_refused():
+    job = bench_vs_delft.early_stopping_jobs(["date"])[0]
+
+    def payload(seed: int, textorch_counts: list, mode: str = "full-early-stopping") -> dict:
+        runs = [{"system": s, "key": job["key"], "task": "date", "architecture": "BidLSTM_CRF", "preset": "grobid:date",
+                 "seed": seed, "f1": 0.5, "epochs": 10, "whole_s": 1.0, "train_tokens_per_s": 1.0,
+                 "whole_tokens_per_s": 1.0, "test_counts": c, "gold_digest": "g"}
+                for s, c in (("textorch", textorch_counts), ("delft", [[1, 0, 0], [0, 0, 1]]))]
+        return {"mode": mode, "method": 2, "command": f"--seeds {seed}", "machine": {}, "settings": {"seeds": [seed]},
+                "train_runs": runs, "tagging": [], "wall_s": 60.0}
+
+    both = bench_vs_delft.pooled([payload(1, [[1, 0, 0], [1, 0, 0]]), payload(2, [[1, 0, 0], [0, 0, 1]])])
+    f1_row = next(r for r in both["rows"] if r["metric"].startswith("test F1"))
+    assert f1_row["metric"] == "test F1, 2 seed(s) pooled" and both["settings"]["seeds"] == [1, 2]
+    # textorch finds 3 of 4 entities, DeLFT 2 of 4 (precision 1 both): F1 6/7 against 2/3
+    assert f1_row["diff_points"] == pytest.approx(100 * (6 / 7 - 2 / 3))
+    assert both["f1"][0]["seeds"] == [1, 2] and both["wall_s"] == 120.0
+    with pytest.raises(SystemExit, match="one mode and method"):
+        bench_vs_delft.pooled([payload(1, [[1, 0, 0]] * 2), payload(2, [[1, 0, 0]] * 2, mode="full")])
