@@ -439,6 +439,9 @@ def pooled(payloads: list[dict]) -> dict:
     kinds = {(p.get("mode"), p.get("method")) for p in payloads}
     if len(kinds) != 1:
         raise SystemExit(f"--table: pool only results of one mode and method, got (mode, method) {sorted(map(str, kinds))}")
+    mode, method = kinds.pop()
+    if method is None or "grobid-calls" in (mode or ""):
+        raise SystemExit(f"--table: results of mode {mode!r}, method {method} are printed one file at a time")
     runs = [run for p in payloads for run in p["train_runs"]]
     tagging = [measure for p in payloads for measure in p["tagging"]]
     rows = build_rows(jobs_of(payloads[0], runs), runs, tagging)
