@@ -460,13 +460,26 @@ def jobs_of(payload: dict, runs: list[dict]) -> list[dict]:
     return list(jobs.values())
 
 
+def read_results(path: Path) -> dict:
+    """A results file of this script, or one line naming the file and what is wrong with it."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SystemExit(f"--table {path}: cannot read it ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"--table {path}:{exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(payload, dict) or "train_runs" not in payload:
+        raise SystemExit(f"--table {path}: not a results file of bench_vs_delft.py (no train_runs)")
+    return payload
+
+
 def reprint(paths: list[Path], output: Path | None = None) -> int:
     """Rebuild and print the table of a results file (after a change to the table's layout), or
-    of several pooled (:func:`pooled`, written to ``output`` when given). A file of the first
+    of several pooled (:func:`pooled`; written to ``output`` when given). A file of the first
     method (no ``method`` field) is printed as it was written: its rows measured something else
     than today's rows of the same place (see ``METHOD_VERSION``)."""
-    payloads = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
-    if len(payloads) > 1:
+    payloads = [read_results(path) for path in paths]
+    if len(payloads) > 1 or output:
         payload = pooled(payloads)
         if output:
             output.write_text(json.dumps({**payload, "pooled_from": [p.name for p in paths]}, indent=2) + "\n",

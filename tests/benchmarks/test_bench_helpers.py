@@ -766,3 +766,15 @@ def test_results_of_separate_seeds_pool_into_one_table_and_other_modes_are_refus
     assert both["f1"][0]["seeds"] == [1, 2] and both["wall_s"] == 120.0
     with pytest.raises(SystemExit, match="one mode and method"):
         bench_vs_delft.pooled([payload(1, [[1, 0, 0]] * 2), payload(2, [[1, 0, 0]] * 2, mode="full")])
+
+
+def test_a_table_file_that_is_missing_or_not_results_is_one_line_naming_it(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"mode": "full",\n  "rows": [1,,]}\n')
+    other = tmp_path / "other.json"
+    other.write_text('{"rows": []}\n')
+    for path, message in ((tmp_path / "absent.json", "cannot read it"), (broken, ":2: not JSON"),
+                          (other, "not a results file")):
+        with pytest.raises(SystemExit) as stopped:
+            bench_vs_delft.reprint([path])
+        assert str(stopped.value).startswith(f"--table {path}") and message in str(stopped.value)
