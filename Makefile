@@ -27,7 +27,9 @@ demo: install
 test: install
 	# The package's layering (pyproject.toml [tool.importlinter], docs/architecture.md), then the suite.
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -x --durations=15
+	# Two workers (pytest-xdist), one test file each at a time so a file's shared fixtures are built
+	# once; the files that start processes go first (tests/conftest.py). One thread per worker.
+	$(BIN)/python -m pytest -q -x -n 2 --dist loadfile --durations=15
 
 # Side by side with DeLFT 1.2.0 (its own venv under benchmarks/work/, made on first use); --quick: under 10 min.
 bench: install

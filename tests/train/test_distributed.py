@@ -36,6 +36,8 @@ from textorch.train.launch import torchrun_arguments
 from textorch.train.parallel import plan_micro_batches
 from textorch.train.trainer import Trainer
 
+pytestmark = pytest.mark.processes  # see tests/conftest.py: scheduled first
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = ModelConfig(char_dim=8, char_hidden=8, word_hidden=8, feature_dim=2, feature_output_dim=4, dropout=0.0)
 PEOPLE = ["John", "Mary", "Peter", "Anna", "Paul"]
@@ -368,6 +370,9 @@ def cli_model(corpora: tuple[Path, Path], tmp_path_factory: pytest.TempPathFacto
                    "--output", str(model), "--devices", "2", *FAST])
     assert result.stdout.count("micro avg") == 1  # the report is printed once, by rank 0
     assert "starting 2 workers" in result.stderr and result.stderr.count("model saved") == 1
+    # dev.conll's label the training file lacks: one warning per role (valid, test), as one
+    # process gives, not one per rank
+    assert result.stderr.count("never occurs in the training file") == 2, result.stderr
     return model
 
 

@@ -28,6 +28,8 @@ from textorch.tagging.labeler import SequenceLabeler
 from textorch.train.fold_spread import folds_of, spread_folds
 from textorch.train.history import read_history
 
+pytestmark = pytest.mark.processes  # see tests/conftest.py: scheduled first
+
 # Seed 1 makes fold 2 the best on validation: the kept model is trained by rank 1 and must
 # travel to rank 0, which saves it.
 SEQ = ["--max-epoch", "3", "--batch-size", "8", "--seed", "1", "--threads", "1"]

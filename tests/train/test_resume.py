@@ -32,6 +32,8 @@ from textorch.tagging.labeler import SequenceLabeler
 from textorch.train.checkpoint import FINAL, STATE_FILE, Checkpointer, CheckpointError, list_checkpoints
 from textorch.train.trainer import Trainer
 
+pytestmark = pytest.mark.processes  # see tests/conftest.py: scheduled first
+
 SEQ = ["--max-epoch", "3", "--batch-size", "4", "--learning-rate", "0.02", "--seed", "5", "--dropout", "0.3",
        "--lr-decay", "0.5", "--lr-decay-patience", "0",  # cuts, replayed from the history on resume
        "--threads", "1", "--checkpoint-every-steps", "4"]

@@ -256,11 +256,13 @@ def session(device: str = "cpu", threads: int | None = None) -> Iterator[tuple[D
         global _joined_a_group
         _joined_a_group = True
         logger.debug("rank %d/%d joined (%s, %s, %d threads)", ctx.rank, ctx.world_size, backend, dev, torch.get_num_threads())
-    # Only rank 0 reports progress; warnings and errors still come from every process.
-    textorch_logger = logging.getLogger("textorch")
-    saved_level = textorch_logger.level
+    # Only rank 0 reports progress; warnings and errors still come from every process, except
+    # the data warnings: every process reads the same files, so rank 0 alone reports those.
+    textorch_logger, data_logger = logging.getLogger("textorch"), logging.getLogger("textorch.data")
+    saved_level, saved_data_level = textorch_logger.level, data_logger.level
     if not ctx.is_main:
         textorch_logger.setLevel(max(saved_level, logging.WARNING))
+        data_logger.setLevel(max(saved_data_level, logging.ERROR))
     try:
         yield ctx, dev
     except Exception as exc:
@@ -270,5 +272,6 @@ def session(device: str = "cpu", threads: int | None = None) -> Iterator[tuple[D
         raise
     finally:
         textorch_logger.setLevel(saved_level)
+        data_logger.setLevel(saved_data_level)
         if torch_dist.is_available() and torch_dist.is_initialized():
             torch_dist.destroy_process_group()

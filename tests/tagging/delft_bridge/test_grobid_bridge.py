@@ -20,6 +20,8 @@ from tests.conftest import write_tiny_grobid
 from textorch.cli.main import main
 from textorch.data.tags import iob2_to_grobid
 
+pytestmark = pytest.mark.processes  # see tests/conftest.py: scheduled first
+
 TEXTORCH_ROOT = str(Path(textorch.__file__).resolve().parents[1])
 """The processes GROBID would start import the textorch under test, wherever it is installed."""
 
