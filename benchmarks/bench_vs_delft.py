@@ -443,6 +443,12 @@ def pooled(payloads: list[dict]) -> dict:
     if method is None or "grobid-calls" in (mode or ""):
         raise SystemExit(f"--table: results of mode {mode!r}, method {method} are printed one file at a time")
     runs = [run for p in payloads for run in p["train_runs"]]
+    seen: set[tuple] = set()
+    for run in runs:  # the same run twice (a file given twice) would count its seed twice
+        identity = (run["system"], run["key"], run["seed"])
+        if identity in seen:
+            raise SystemExit(f"--table: {run['system']} {run['key']} seed {run['seed']} is in more than one file")
+        seen.add(identity)
     tagging = [measure for p in payloads for measure in p["tagging"]]
     rows = build_rows(jobs_of(payloads[0], runs), runs, tagging)
     return {**payloads[0], "command": " ; ".join(p["command"] for p in payloads),

@@ -766,6 +766,8 @@ def test_results_of_separate_seeds_pool_into_one_table_and_other_modes_are_refus
     assert both["f1"][0]["seeds"] == [1, 2] and both["wall_s"] == 120.0
     with pytest.raises(SystemExit, match="one mode and method"):
         bench_vs_delft.pooled([payload(1, [[1, 0, 0]] * 2), payload(2, [[1, 0, 0]] * 2, mode="full")])
+    with pytest.raises(SystemExit, match="seed 1 is in more than one file"):
+        bench_vs_delft.pooled([payload(1, [[1, 0, 0]] * 2), payload(1, [[1, 0, 0]] * 2)])
 
 
 def test_a_table_file_that_is_missing_or_not_results_is_one_line_naming_it(tmp_path):
