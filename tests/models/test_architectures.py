@@ -34,6 +34,8 @@ DELFT_NAMES = [
     "BERT_CRF", "BERT_ChainCRF", "BERT_CRF_FEATURES", "BERT_ChainCRF_FEATURES", "BERT_CRF_CHAR",
     "BERT_CRF_CHAR_FEATURES",
 ]
+TEXTORCH_NAMES = ["BidLSTM_CRF_TEMPLATE"]
+"""Architectures of textorch's own, after DeLFT's names."""
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dropout=0.1)
 FAST = dict(max_epoch=4, batch_size=8, learning_rate=0.01, transformer_learning_rate=0.001, early_stop=False, seed=1)
 
@@ -49,11 +51,11 @@ def _model_config(name: str, bert_dir: Path) -> ModelConfig:
     return ModelConfig(architecture=name, transformer=transformer, **SMALL)
 
 
-def test_registry_has_exactly_delfts_names() -> None:
-    assert list(ARCHITECTURES) == DELFT_NAMES
+def test_registry_has_delfts_names_then_textorchs() -> None:
+    assert list(ARCHITECTURES) == DELFT_NAMES + TEXTORCH_NAMES
 
 
-@pytest.mark.parametrize("name", DELFT_NAMES)
+@pytest.mark.parametrize("name", DELFT_NAMES + TEXTORCH_NAMES)
 def test_contract_build_train_save_load(name: str, corpus: Corpus, bert_dir: Path, tmp_path: Path) -> None:
     labeler = SequenceLabeler.build(corpus, _model_config(name, bert_dir), DataConfig(), seed=1)
     result = labeler.fit(corpus, None, TrainConfig(**FAST))

@@ -54,7 +54,8 @@ def _assert_same(torch_predictions, onnx_predictions) -> None:
         np.testing.assert_allclose(b.scores, a.scores, atol=1e-4)
 
 
-@pytest.mark.parametrize("architecture", ["BidLSTM_CRF", "BidLSTM_CRF_FEATURES", "BidLSTM_CNN_CRF", "BidGRU_CRF", "BidLSTM"])
+@pytest.mark.parametrize("architecture", ["BidLSTM_CRF", "BidLSTM_CRF_FEATURES", "BidLSTM_CNN_CRF", "BidGRU_CRF", "BidLSTM",
+                                          "BidLSTM_CRF_TEMPLATE"])
 def test_onnx_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path, architecture: str) -> None:
     labeler = _trained(tmp_path, tiny_grobid, architecture)
     sequences = read_labelled(tiny_grobid).sequences

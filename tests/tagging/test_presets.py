@@ -25,21 +25,62 @@ def test_grobid_defaults_are_delfts() -> None:
     assert (date.batch_size, date.max_sequence_length, date.max_epoch, date.feature_columns) == (60, 50, 60, None)
     assert date.feature_vocabulary_size == 12
     header = apps.grobid_defaults("header", "BidLSTM_CRF")
-    assert (header.batch_size, header.max_sequence_length, header.max_epoch) == (9, 2500, 80)
+    assert (header.batch_size, header.max_sequence_length, header.max_epoch) == (9, 3500, 80)
     bert = apps.grobid_defaults("date", "BERT_CRF")
     assert (bert.batch_size, bert.max_sequence_length, bert.max_epoch) == (80, 30, 60)
-    other = apps.grobid_defaults("funding-acknowledgement", "BidLSTM_CRF")
+    other = apps.grobid_defaults("quotation", "BidLSTM_CRF")
     assert (other.batch_size, other.max_sequence_length) == (20, 3000)
     with pytest.raises(ConfigError, match="invalid GROBID model name"):
         apps.grobid_defaults("../date", "BidLSTM_CRF")
     assert apps.grobid_model_name("date", "BidLSTM_CRF") == "grobid-date-BidLSTM_CRF"
 
 
+# DeLFT 1.2.0's grobidTagger.configure(): (batch size, maximum sequence length, epochs, early stopping).
+DELFT_1_2_0_RNN = {
+    "citation": (30, 500, 60), "header": (9, 3500, 80), "date": (60, 50, 60), "affiliation-address": (20, 600, 60),
+    "software": (20, 1500, 60), "software-mention": (20, 1500, 60), "reference-segmenter": (5, 3000, 60),
+    "funding-acknowledgement": (30, 800, 60), "patent-citation": (40, 1000, 60), "figure": (3, 1000, 60),
+    "table": (3, 3000, 60), "name-header": (20, 3000, 60), "name-citation": (20, 3000, 60),
+    "segmentation": (20, 3000, 60),
+}
+DELFT_1_2_0_BERT = {
+    "citation": (20, 200, 60, True), "header": (6, 512, 60, True), "date": (80, 30, 60, True),
+    "affiliation-address": (20, 200, 60, True), "software": (8, 512, 30, False), "software-x": (8, 512, 30, False),
+    "funding-acknowledgement": (8, 512, 60, True), "patent-citation": (8, 512, 60, True), "figure": (20, 200, 60, True),
+}
+
+
+@pytest.mark.parametrize("model", DELFT_1_2_0_RNN)
+def test_recurrent_settings_are_delft_1_2_0s(model: str) -> None:
+    for architecture in ("BidLSTM_CRF", "BidLSTM_CRF_FEATURES", "BidGRU_CRF"):
+        chosen = apps.grobid_defaults(model, architecture)
+        assert (chosen.batch_size, chosen.max_sequence_length, chosen.max_epoch) == DELFT_1_2_0_RNN[model]
+        assert (chosen.min_validation_sequences, chosen.min_steps_per_epoch) == (0, 0)  # DeLFT has no such rules
+
+
+@pytest.mark.parametrize("model", DELFT_1_2_0_BERT)
+def test_transformer_settings_are_delft_1_2_0s(model: str) -> None:
+    chosen = apps.grobid_defaults(model, "BERT_CRF")
+    assert (chosen.batch_size, chosen.max_sequence_length, chosen.max_epoch, chosen.early_stop) == DELFT_1_2_0_BERT[model]
+
+
+def test_textorchs_default_adds_rules_that_follow_the_data() -> None:
+    assert apps.GROBID_DEFAULT_ARCHITECTURE == "BidLSTM_CRF_TEMPLATE"
+    for model in ("figure", "date", "a-model-textorch-has-no-preset-for"):
+        chosen = apps.grobid_defaults(model, apps.GROBID_DEFAULT_ARCHITECTURE)
+        delft = apps.grobid_defaults(model, "BidLSTM_CRF_FEATURES")
+        assert (chosen.batch_size, chosen.max_sequence_length, chosen.max_epoch) == \
+            (delft.batch_size, delft.max_sequence_length, delft.max_epoch)
+        assert (chosen.min_validation_sequences, chosen.min_steps_per_epoch) == \
+            (apps.MIN_VALIDATION_SEQUENCES, apps.MIN_STEPS_PER_EPOCH)
+
+
 def test_command_line_values_win_over_application_defaults() -> None:
     defaults = apps.grobid_defaults("date", "BidLSTM_CRF_FEATURES")
     chosen = apps.resolve_options(defaults, {"batch_size": 7, "max_epoch": None, "feature_columns": "9-10"})
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
-                      "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5}
+                      "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5,
+                      "min_validation_sequences": 0, "min_steps_per_epoch": 0}
     given = apps.resolve_options(defaults, {"bucket_batches": 10, "lr_decay": 1.0})
     assert (given["bucket_batches"], given["lr_decay"]) == (10, 1.0)
     cnn = apps.ner_defaults("BidLSTM_CNN_CRF")

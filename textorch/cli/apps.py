@@ -27,7 +27,8 @@ from textorch.train.dist import session
 logger = logging.getLogger(__name__)
 
 _APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns",
-                  "feature_vocabulary_size", "bucket_batches", "lr_decay")
+                  "feature_vocabulary_size", "bucket_batches", "lr_decay", "min_validation_sequences",
+                  "min_steps_per_epoch")
 _ACTIONS = ("train", "train-eval", "eval", "tag")
 
 
@@ -41,6 +42,14 @@ def _training_options(parser: argparse.ArgumentParser, note: str) -> None:
             action.help = re.sub(r"\(default: [^)]*\)", f"(default: {note})", action.help or "")
         elif action.dest == "format":
             action.help = argparse.SUPPRESS  # the application knows its format
+
+
+def _default_architecture(parser: argparse.ArgumentParser, name: str, why: str) -> None:
+    """Make ``name`` the default of ``--architecture`` (``seq``'s default is DeLFT's BidLSTM_CRF)."""
+    for action in parser._actions:
+        if action.dest == "architecture":
+            action.default = name
+            action.help = f"model architecture (default: {name}: {why}; see 'textorch seq architectures')"
 
 
 def _resolve(args: argparse.Namespace, defaults: apps.AppDefaults) -> tuple[ModelConfig, TrainConfig, DataConfig]:
@@ -187,6 +196,9 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-json", metavar="FILE", help="train-eval, eval: write the scores as JSON here")
     p.add_argument("--max-sequences", type=int, default=0, metavar="N", help="read only the first N sequences (quick trials; default: all)")
     _training_options(p, "DeLFT's value for the model, see docs/applications.md")
+    _default_architecture(p, apps.GROBID_DEFAULT_ARCHITECTURE,
+                          "GROBID's CRF features inside the BiLSTM-CRF, with rules that follow the data's size; "
+                          "a DeLFT name trains with DeLFT's settings")
     p.set_defaults(run=_grobid, format="grobid")
 
     p = groups.add_parser("ner", help="train and evaluate NER on CoNLL-2003 as DeLFT's nerTagger does",

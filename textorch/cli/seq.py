@@ -45,6 +45,8 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
                         help="model architecture (default: BidLSTM_CRF; see 'textorch seq architectures')")
     parser.add_argument("--embeddings", default="none", help="registry name, path to a GloVe/word2vec/fastText file, or none (default)")
     parser.add_argument("--feature-columns", "--features-indices", default=None, help="GROBID feature columns for *_FEATURES models, e.g. 9-15 (default: chosen from the data)")
+    parser.add_argument("--crf-template", default=None, metavar="FILE",
+                        help="*_TEMPLATE models: a CRF++ template (GROBID's MODEL.crf-template) whose features feed the emissions (default: generated from the data's columns)")
     parser.add_argument("--feature-vocabulary-size", "--features-vocabulary-size", type=int, default=DataConfig.feature_vocabulary_size, metavar="N",
                         help=f"when choosing feature columns from the data: the most distinct values of a feature column (default: {DataConfig.feature_vocabulary_size})")
     parser.add_argument("--max-epoch", type=int, default=d["max_epoch"], help=f"maximum epochs (default: {d['max_epoch']})")
@@ -58,6 +60,10 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
                         help=f"multiply the learning rate by this when validation F1 has not improved for more than --lr-decay-patience epochs (1: constant; default: {d['lr_decay']})")
     parser.add_argument("--lr-decay-patience", type=int, default=d["lr_decay_patience"], metavar="EPOCHS",
                         help=f"epochs without gain tolerated before a cut (default: {d['lr_decay_patience']})")
+    parser.add_argument("--min-validation-sequences", type=int, default=d["min_validation_sequences"], metavar="N",
+                        help="validation data smaller than this joins the training data, which then trains for --max-epoch epochs without early stopping (default: 0, off)")
+    parser.add_argument("--min-steps-per-epoch", type=int, default=d["min_steps_per_epoch"], metavar="N",
+                        help="lower the batch size where needed so that an epoch has at least N steps (default: 0, off)")
     parser.add_argument("--bucket-batches", type=int, default=d["bucket_batches"], help=f"batches per length bucket: more is faster, fewer gives more random batches (default: {d['bucket_batches']})")
     parser.add_argument("--dropout", type=float, default=ModelConfig.dropout, help=f"dropout (default: {ModelConfig.dropout})")
     parser.add_argument("--seed", type=int, default=d["seed"], help=f"random seed for splits, initialisation and batches (default: {d['seed']})")
@@ -94,12 +100,13 @@ def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfi
     model = ModelConfig(
         architecture=args.architecture, dropout=args.dropout, transformer=args.transformer,
         transformer_window=args.transformer_window, transformer_stride=args.transformer_stride,
-        transformer_dropout=args.transformer_dropout,
+        transformer_dropout=args.transformer_dropout, crf_template=args.crf_template,
     )
     train = TrainConfig(
         batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch,
         patience=args.patience, early_stop=args.early_stop, clip_grad=args.clip_grad, lr_decay=args.lr_decay, lr_decay_patience=args.lr_decay_patience,
-        bucket_batches=args.bucket_batches,
+        bucket_batches=args.bucket_batches, min_validation_sequences=args.min_validation_sequences,
+        min_steps_per_epoch=args.min_steps_per_epoch,
         max_sequence_length=args.max_sequence_length, seed=args.seed,
         grad_accum=args.grad_accum, precision=args.precision,
         transformer_learning_rate=args.transformer_learning_rate, warmup_fraction=args.warmup_fraction,

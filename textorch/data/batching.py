@@ -36,6 +36,7 @@ class Batch:
     # computed once (see ``token_type_table``), then a row of zeros; ``char_index`` then holds
     # global type ids, and that last row's index at padding.
     char_vectors: torch.Tensor | None = None
+    template_rows: torch.Tensor | None = None  # (B, L, templates), 0 at padding
 
     def to(self, device: torch.device | str) -> "Batch":
         """The same batch (of the same class: subclasses add tensors) on ``device``."""
@@ -88,6 +89,7 @@ def collate(
     feature_ids = None if first.feature_ids is None else _padded([item.feature_ids for item in items], mask)
     label_ids = None if first.label_ids is None else _padded([item.label_ids for item in items], mask)
     word_ids = None if first.word_ids is None else _padded([item.word_ids for item in items], mask)
+    template_rows = None if first.template_rows is None else _padded([item.template_rows for item in items], mask)
     if token_vectors is not None:
         type_ids = _padded([item.type_ids for item in items], mask, fill=token_vectors.shape[0] - 1)  # padding: zeros
         rows, char_index = None, torch.from_numpy(type_ids)
@@ -110,6 +112,7 @@ def collate(
         char_rows=rows,
         char_index=char_index,
         char_vectors=token_vectors,
+        template_rows=None if template_rows is None else torch.from_numpy(template_rows),
     )
 
 
@@ -139,7 +142,7 @@ def _one_sequence(
         mask=torch.from_numpy(mask), char_ids=tensor(item.char_ids), casing_ids=tensor(item.casing_ids),
         feature_ids=tensor(item.feature_ids), word_vectors=word_vectors, label_ids=tensor(item.label_ids),
         lengths=torch.from_numpy(np.array([length])), indices=list(indices), char_rows=rows, char_index=char_index,
-        char_vectors=token_vectors,
+        char_vectors=token_vectors, template_rows=tensor(item.template_rows),
     )
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from textorch.data.corpus import TokenSequence
+from textorch.data.crf_template import FeatureTemplate
+from textorch.data.template_features import TemplateFeaturizer
 from textorch.data.vocab import Vocabulary
 
 TOKEN_SHAPE_CACHE_SIZE = 200_000
@@ -54,6 +56,8 @@ class EncodedSequence:
     (what ``textorch.data.batching.token_type_table`` returns)."""
     char_width: int
     """Characters of this sequence's widest token (at least 1)."""
+    template_rows: np.ndarray | None = None
+    """(L, templates) rows of the CRF-template feature table (models with template features)."""
     _char_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -112,8 +116,11 @@ class SequenceEncoder:
         features: list[Vocabulary],
         feature_columns: list[int],
         max_char_length: int = 30,
+        templates: TemplateFeaturizer | None = None,
     ) -> None:
         self.chars = chars
+        self.templates = templates
+        """The CRF-template features of models that add them to their emissions, else None."""
         self.labels = labels
         self.features = features
         self.feature_columns = feature_columns
@@ -126,7 +133,8 @@ class SequenceEncoder:
 
     @classmethod
     def fit(
-        cls, sequences: list[TokenSequence], feature_columns: list[int], max_char_length: int = 30
+        cls, sequences: list[TokenSequence], feature_columns: list[int], max_char_length: int = 30,
+        templates: list[FeatureTemplate] | None = None,
     ) -> "SequenceEncoder":
         char_counts: Counter = Counter()
         label_counts: Counter = Counter()
@@ -147,6 +155,7 @@ class SequenceEncoder:
             features=[Vocabulary.from_counts(counts) for counts in feature_counts],
             feature_columns=list(feature_columns),
             max_char_length=max_char_length,
+            templates=TemplateFeaturizer.fit(sequences, templates) if templates else None,
         )
 
     def encode(self, sequence: TokenSequence, with_labels: bool = True) -> EncodedSequence:
@@ -187,12 +196,13 @@ class SequenceEncoder:
         word_ids = None if word_rows is None else word_rows(distinct)[type_ids]
         sequence_widths = _widest_per_sequence(widths[type_ids], bounds)
         starts, ends = bounds[:-1].tolist(), bounds[1:].tolist()
+        template_rows = self.templates.rows(sequences) if self.templates is not None else [None] * len(sequences)
         return [
             EncodedSequence(
                 casing[a:b], self._feature_ids(sequence), self._labels_of(sequence, with_labels),
-                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width,
+                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width, rows,
             )
-            for sequence, a, b, width in zip(sequences, starts, ends, sequence_widths)
+            for sequence, a, b, width, rows in zip(sequences, starts, ends, sequence_widths, template_rows)
         ]
 
     def _shape(self, token: str) -> tuple[list[int], int]:
@@ -227,13 +237,16 @@ class SequenceEncoder:
         return [index.get(label, 0) for label in labels]
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "chars": self.chars.to_json(),
             "labels": self.labels.to_json(),
             "features": [vocab.to_json() for vocab in self.features],
             "feature_columns": self.feature_columns,
             "max_char_length": self.max_char_length,
         }
+        if self.templates is not None:  # absent otherwise: older releases read the same file
+            data["templates"] = self.templates.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "SequenceEncoder":
@@ -243,4 +256,5 @@ class SequenceEncoder:
             features=[Vocabulary.from_json(v) for v in data["features"]],
             feature_columns=[int(c) for c in data["feature_columns"]],
             max_char_length=int(data["max_char_length"]),
+            templates=TemplateFeaturizer.from_json(data["templates"]) if "templates" in data else None,
         )

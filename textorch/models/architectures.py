@@ -23,6 +23,7 @@ from textorch.models.embedders import (
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
 from textorch.models.tagger import SequenceTagger
+from textorch.models.template_emissions import TemplateEmissions
 from textorch.models.transformer import build_transformer_tagger_v1
 
 
@@ -38,6 +39,8 @@ class Architecture:
     cell: str = "lstm"  # word-level encoder cell
     head: str = "crf"  # "crf" | "softmax"
     builder: str = "rnn_tagger.v2"
+    template: bool = False
+    """Adds a CRF's template features to the emissions (:mod:`textorch.models.template_emissions`)."""
 
     @property
     def uses_transformer(self) -> bool:
@@ -71,6 +74,13 @@ _ARCHITECTURES = [
             ("BERT_CRF_CHAR", "transformer + char BiLSTM -> CRF", "lstm", False, "crf"),
             ("BERT_CRF_CHAR_FEATURES", "transformer + char BiLSTM + feature columns -> CRF", "lstm", True, "crf"),
         ]
+    ),
+    # textorch's own, after DeLFT's names
+    Architecture(
+        "BidLSTM_CRF_TEMPLATE",
+        "BidLSTM_CRF_FEATURES whose emissions add a CRF's template features (GROBID's CRF++ templates, or ones "
+        "generated from the columns), trained jointly",
+        features=True, template=True, builder="rnn_tagger.v4",
     ),
 ]
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in _ARCHITECTURES}
@@ -109,6 +119,8 @@ def build_rnn_tagger_v1(
     char_cnn_filters: int = 0,
     char_cnn_padded_to: int = 0,
     feature_encoder: str = "dense",
+    template_rows: int = 0,
+    template_dropout: float = 0.0,
 ) -> SequenceTagger:
     """Build from flat arguments; ``word_dim == 0`` means no pre-trained word vectors.
 
@@ -136,7 +148,8 @@ def build_rnn_tagger_v1(
     encoder = RecurrentEncoder(input_dim, word_hidden, cell=architecture.cell, layers=word_layers)
     head_class = CRFHead if architecture.head == "crf" else SoftmaxHead
     head = head_class(encoder.output_dim, n_labels, dense_hidden)
-    return SequenceTagger(nn.ModuleList(embedders), encoder, head, dropout)
+    templates = TemplateEmissions(template_rows, n_labels, template_dropout) if architecture.template else None
+    return SequenceTagger(nn.ModuleList(embedders), encoder, head, dropout, templates)
 
 
 # v2 = v1 plus the optional dense layer (``dense_hidden``); a v1 directory has none, and an
@@ -146,7 +159,9 @@ def build_rnn_tagger_v1(
 RNN_TAGGER_V3 = "rnn_tagger.v3"
 # transformer v2 = v1 plus the CRF over sub-tokens of DeLFT's BERT_CRF (``transformer_crf``).
 TRANSFORMER_V2 = "transformer_tagger.v2"
+# v4 = v3 plus CRF-template features added to the emissions (``template_rows``).
+RNN_TAGGER_V4 = "rnn_tagger.v4"
 BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, "rnn_tagger.v2": build_rnn_tagger_v1,
-            RNN_TAGGER_V3: build_rnn_tagger_v1,
+            RNN_TAGGER_V3: build_rnn_tagger_v1, RNN_TAGGER_V4: build_rnn_tagger_v1,
             TRANSFORMER_V1: build_transformer_tagger_v1, TRANSFORMER_V2: build_transformer_tagger_v1}
 """Versioned builders; saved models name theirs, so a later ``.v2`` never breaks an old model."""

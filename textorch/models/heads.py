@@ -17,6 +17,12 @@ def emission_layer(input_dim: int, n_labels: int, dense_hidden: int = 0) -> nn.M
     return nn.Sequential(nn.Linear(input_dim, dense_hidden), nn.Tanh(), nn.Linear(dense_hidden, n_labels))
 
 
+def emission_sum(emissions: torch.Tensor, extra: torch.Tensor | None) -> torch.Tensor:
+    """Float32 emissions plus ``extra`` label scores where the model has them."""
+    emissions = emissions.float()
+    return emissions if extra is None else emissions + extra.float()
+
+
 class CRFHead(nn.Module):
     """Emissions followed by a linear-chain CRF (all ``ChainCRF`` names map here too)."""
 
@@ -25,13 +31,16 @@ class CRFHead(nn.Module):
         self.emissions = emission_layer(input_dim, n_labels, dense_hidden)
         self.crf = CRF(n_labels)
 
-    def loss(self, h: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Per-sequence negative log-likelihood, shape (B,)."""
-        return self.crf.neg_log_likelihood(self.emissions(h).float(), labels, mask)
+    def loss(self, h: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor,
+             extra: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-sequence negative log-likelihood, shape (B,); ``extra``: label scores added to
+        the emissions (CRF-template features)."""
+        return self.crf.neg_log_likelihood(emission_sum(self.emissions(h), extra), labels, mask)
 
-    def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True,
+               extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Best label ids (B, L) and, per token, the posterior probability of that label."""
-        return self.crf.best_paths_with_confidence(self.emissions(h).float(), mask, with_scores)
+        return self.crf.best_paths_with_confidence(emission_sum(self.emissions(h), extra), mask, with_scores)
 
 
 class SoftmaxHead(nn.Module):
@@ -41,13 +50,15 @@ class SoftmaxHead(nn.Module):
         super().__init__()
         self.emissions = emission_layer(input_dim, n_labels, dense_hidden)
 
-    def loss(self, h: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        logits = self.emissions(h).float()
+    def loss(self, h: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor,
+             extra: torch.Tensor | None = None) -> torch.Tensor:
+        logits = emission_sum(self.emissions(h), extra)
         token_loss = nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
         return (token_loss * mask).sum(dim=1)
 
-    def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True,
+               extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         # The probabilities cost nothing next to the argmax: returned either way.
-        probabilities = self.emissions(h).float().softmax(dim=-1)
+        probabilities = emission_sum(self.emissions(h), extra).softmax(dim=-1)
         scores, paths = probabilities.max(dim=-1)
         return paths * mask, scores * mask

@@ -39,6 +39,7 @@ class OneSequenceTagger:
         self.embedders: list[Embedder] = list(model.embedders)
         self.rnn: nn.LSTM = model.encoder.rnn
         self.head: CRFHead = model.head
+        self.template_emissions = model.template_emissions
 
     @classmethod
     def of(cls, model: nn.Module, char_encoder: nn.Module | None) -> "OneSequenceTagger | None":
@@ -67,6 +68,10 @@ class OneSequenceTagger:
         if x is None or onednn_lstm.run_dtype(self.rnn, x) is not torch.float32:
             return None
         emissions = self.head.emissions(time_major_layers(self.rnn, x)).float().transpose(0, 1)  # (1, T, L)
+        if self.template_emissions is not None:
+            if item.template_rows is None:
+                return None
+            emissions = emissions + self.template_emissions(torch.from_numpy(item.template_rows[None]))
         paths, scores = self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)
         return paths[0].tolist(), None if scores is None else scores[0].tolist()
 

@@ -19,11 +19,14 @@ class TaggerOutput:
 class SequenceTagger(nn.Module):
     """The one model class of every non-transformer architecture; parts are passed in."""
 
-    def __init__(self, embedders: nn.ModuleList, encoder: nn.Module, head: nn.Module, dropout: float) -> None:
+    def __init__(self, embedders: nn.ModuleList, encoder: nn.Module, head: nn.Module, dropout: float,
+                 template_emissions: nn.Module | None = None) -> None:
         super().__init__()
         self.embedders = embedders
         self.encoder = encoder
         self.head = head
+        self.template_emissions = template_emissions
+        """Label scores from CRF-template features, added to the head's emissions (or None)."""
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.dropout = nn.Dropout(dropout)
@@ -39,9 +42,17 @@ class SequenceTagger(nn.Module):
         hidden = self.encode(batch)
         loss = None
         if batch.label_ids is not None:
-            loss = self.head.loss(hidden, batch.label_ids, batch.mask)
+            loss = self.head.loss(hidden, batch.label_ids, batch.mask, self.extra_emissions(batch))
         return TaggerOutput(loss=loss, hidden=hidden)
 
     def decode(self, batch: Batch, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Label ids (B, L) and per-token confidence (B, L), or None for it when not asked for."""
-        return self.head.decode(self.encode(batch), batch.mask, with_scores)
+        return self.head.decode(self.encode(batch), batch.mask, with_scores, self.extra_emissions(batch))
+
+    def extra_emissions(self, batch: Batch) -> torch.Tensor | None:
+        """The template features' label scores, or None for a model without them."""
+        if self.template_emissions is None:
+            return None
+        if batch.template_rows is None:
+            raise ValueError("this model needs CRF-template features but the batch has none")
+        return self.template_emissions(batch.template_rows)

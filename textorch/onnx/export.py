@@ -47,7 +47,9 @@ class ExportableTagger(nn.Module):
         # Each embedder knows its export form and the graph inputs it reads (models/embedders.py).
         self.parts = nn.ModuleList(embedder.export_form() for embedder in tagger.embedders)
         self.part_inputs = [embedder.graph_inputs for embedder in tagger.embedders]
-        self.input_names: list[str] = list(dict.fromkeys(n for names in self.part_inputs for n in names)) + ["mask"]
+        self.template_weight = None if tagger.template_emissions is None else tagger.template_emissions.weight
+        templates = ["template_rows"] if self.template_weight is not None else []
+        self.input_names: list[str] = list(dict.fromkeys(n for names in self.part_inputs for n in names)) + templates + ["mask"]
         if isinstance(tagger.encoder, RecurrentEncoder):
             self.encoder: nn.Module | None = PaddedBiRNN(tagger.encoder.rnn)
         elif isinstance(tagger.encoder, IdentityEncoder):
@@ -61,7 +63,10 @@ class ExportableTagger(nn.Module):
         x = torch.cat([part(*(named[n] for n in names)) for part, names in zip(self.parts, self.part_inputs)], dim=-1)
         mask = named["mask"]
         h = self.encoder(x, mask.sum(dim=1)) if self.encoder is not None else x
-        return self.emissions(h) * mask.unsqueeze(-1).to(h.dtype)
+        emissions = self.emissions(h)
+        if self.template_weight is not None:  # a gather and a sum: what embedding_bag computes, in plain ONNX operators
+            emissions = emissions + self.template_weight[named["template_rows"]].sum(dim=-2)
+        return emissions * mask.unsqueeze(-1).to(h.dtype)
 
 
 def _window_examples(specials, mask: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -93,6 +98,7 @@ def example_inputs(module: ExportableTagger, word_dim: int, n_features: int, spe
         "char_ids": torch.ones(2, 3, 4, dtype=torch.long) * mask.unsqueeze(-1),
         "casing_ids": torch.ones(2, 3, dtype=torch.long) * mask,
         "feature_ids": torch.ones(2, 3, max(n_features, 1), dtype=torch.long) * mask.unsqueeze(-1),
+        "template_rows": torch.ones(2, 3, 2, dtype=torch.long) * mask.unsqueeze(-1),
         "mask": mask,
     }
     if specials is not None:
@@ -108,6 +114,7 @@ _AXES = {
     "char_ids": {0: "batch", 1: "length", 2: "chars"},
     "casing_ids": {0: "batch", 1: "length"},
     "feature_ids": {0: "batch", 1: "length"},
+    "template_rows": {0: "batch", 1: "length", 2: "templates"},
     "mask": {0: "batch", 1: "length"},
 }
 
@@ -119,6 +126,7 @@ _INPUT_DOCS = {
     "char_ids": {"dtype": "int64", "shape": ["batch", "length", "chars"], "from": "vocab.json chars; 0 pads, 1 unknown"},
     "casing_ids": {"dtype": "int64", "shape": ["batch", "length"], "from": "vocab.json casing_classes"},
     "feature_ids": {"dtype": "int64", "shape": ["batch", "length", "features"], "from": "vocab.json features; 0 pads, 1 unknown"},
+    "template_rows": {"dtype": "int64", "shape": ["batch", "length", "templates"], "from": "rows of the CRF-template feature table (textorch.data.template_features); 0 pads"},
     "mask": {"dtype": "int64", "shape": ["batch", "length"], "from": "1 for tokens, 0 for padding"},
 }
 

@@ -66,6 +66,15 @@ class ModelConfig:
     over the feature columns, final states of both directions (DeLFT 1.x; ``feature_output_dim``
     is then twice its units)."""
 
+    crf_template: str | None = None
+    """``_TEMPLATE`` architectures: a CRF++ template file (GROBID's ``MODEL.crf-template``) whose
+    unigram features feed the emissions; None generates one from the training data's columns.
+    The template is saved with the model."""
+    template_dropout: float = 0.3
+    """``_TEMPLATE`` architectures: share of each token's template features dropped at each
+    training step, so that the BiLSTM keeps learning beside weights that can memorise the
+    training data (docs/performance.md has the comparison)."""
+
     transformer_crf: str = "words"
     """BERT family with a CRF: ``words`` (over each word's first sub-token) or ``subtokens`` (over
     every sub-token of the encoder window, as DeLFT 1.x's BERT_CRF; tagging only)."""
@@ -76,6 +85,8 @@ class ModelConfig:
         instead of misreading it; else the architecture's own."""
         if self.transformer_crf == "subtokens":
             return TRANSFORMER_V2
+        if get_architecture(self.architecture).template:
+            return get_architecture(self.architecture).builder
         if (self.word_layers, self.casing_dim, self.char_cnn_filters, self.char_cnn_pooling,
                 self.feature_encoder) != (1, 8, 0, "chars", "dense"):
             return RNN_TAGGER_V3
@@ -84,6 +95,8 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.template_dropout < 1.0:
+            raise ConfigError(f"template_dropout must be in [0, 1), got {self.template_dropout}")
         if not 0.0 <= self.transformer_dropout < 1.0:
             raise ConfigError(f"transformer_dropout must be in [0, 1), got {self.transformer_dropout}")
         if self.transformer_window < 0 or self.transformer_stride < 0:

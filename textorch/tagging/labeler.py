@@ -39,6 +39,7 @@ from textorch.tagging.model_files import write_tagger_dir
 from textorch.tagging.prediction import Prediction
 from textorch.tagging.word_table_calls import WordTableCalls
 from textorch.tagging.network import build_network, open_transformer
+from textorch.tagging.template_choice import load_table, store_table, templates_for
 from textorch.train.checkpoint import Checkpointer
 from textorch.train.dist import DistContext
 from textorch.train.dist_eval import agreed_labels, gather_in_order, my_batches, place, reduce_counts
@@ -121,10 +122,12 @@ class SequenceLabeler(LabelerAPI):
             columns = select_feature_columns(train.sequences, train.n_features, data_config.feature_vocabulary_size)
         else:
             columns = []
-        encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length)
+        encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length,
+                                      templates_for(train, model_config))
         torch.manual_seed(seed)
         transformer, pretrained = open_transformer(model_config, architecture, embeddings)
         model = build_network(model_config, encoder, embeddings.dim if embeddings is not None else 0, transformer, pretrained)
+        store_table(encoder, model)
         return cls(
             encoder, model, model_config, data_config, embeddings, train.format, train.n_features, device, transformer
         )
@@ -364,6 +367,7 @@ class SequenceLabeler(LabelerAPI):
             transformer, shell = load_saved(directory, model_config.transformer_window, model_config.transformer_stride)
         model = build_network(model_config, encoder, int(described["dim"]) if described else 0, transformer, shell)
         load_weights(model, saved.state, directory)
+        load_table(encoder, model)
         labeler = cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device, transformer)
         use_engine(labeler, directory, engine)
         return labeler

@@ -67,6 +67,8 @@ def build_network(
         char_cnn_filters=model_config.char_cnn_filters,
         char_cnn_padded_to=model_config.max_char_length if model_config.char_cnn_pooling == "padded" else 0,
         feature_encoder=model_config.feature_encoder,
+        template_rows=encoder.templates.n_rows if encoder.templates is not None else 0,
+        template_dropout=model_config.template_dropout,
     )
 
 

@@ -25,10 +25,20 @@ from textorch.models.architectures import get_architecture
 logger = logging.getLogger(__name__)
 
 GROBID_MODELS = (
-    "affiliation-address", "citation", "date", "figure", "header", "name-citation", "name-header",
-    "reference-segmenter", "software", "table",
+    "affiliation-address", "citation", "date", "header", "name-citation", "name-header", "software", "figure",
+    "table", "reference-segmenter", "segmentation", "funding-acknowledgement", "patent-citation",
 )
-"""The GROBID models DeLFT's grobidTagger knows; other names get its generic defaults."""
+"""The GROBID models DeLFT 1.2.0's grobidTagger knows; other names get its generic defaults."""
+
+GROBID_DEFAULT_ARCHITECTURE = "BidLSTM_CRF_TEMPLATE"
+"""What ``textorch grobid`` and the bridge train when no architecture is named: GROBID's CRF
+features inside the BiLSTM-CRF (docs/grobid.md, docs/performance.md)."""
+
+MIN_VALIDATION_SEQUENCES = 30
+"""textorch's own GROBID default: a smaller validation share cannot tell epochs apart (one
+sequence moves its F1 by several points), so such data trains on every sequence instead."""
+MIN_STEPS_PER_EPOCH = 20
+"""textorch's own GROBID default: batches small enough for 20 steps an epoch on small data."""
 
 
 DELFT_LR_DECAY = 0.5
@@ -49,13 +59,29 @@ class AppDefaults:
     feature_vocabulary_size: int = DELFT_FEATURES_VOCABULARY_SIZE
     bucket_batches: int | None = None
     lr_decay: float | None = None
+    min_validation_sequences: int = 0
+    min_steps_per_epoch: int = 0
 
 
-# (max sequence length, batch size) per GROBID model, recurrent and transformer architectures.
-_GROBID_RNN = {"citation": (600, 20), "header": (2500, 9), "date": (50, 60), "affiliation-address": (600, 20),
-               "software": (1500, 20), "reference-segmenter": (3000, 10)}
-_GROBID_BERT = {"citation": (150, 20), "header": (512, 6), "date": (30, 80), "affiliation-address": (200, 20),
-                "software": (512, 7)}
+# (max sequence length, batch size) per GROBID model, recurrent and transformer architectures,
+# as DeLFT 1.2.0's configure() sets them; "software" and, for transformers,
+# "funding-acknowledgement" also cover the names that start with them, as there.
+_GROBID_RNN = {"citation": (500, 30), "header": (3500, 9), "date": (50, 60), "affiliation-address": (600, 20),
+               "software": (1500, 20), "reference-segmenter": (3000, 5), "funding-acknowledgement": (800, 30),
+               "patent-citation": (1000, 40), "figure": (1000, 3), "table": (3000, 3)}
+_GROBID_BERT = {"citation": (200, 20), "header": (512, 6), "date": (30, 80), "affiliation-address": (200, 20),
+                "software": (512, 8), "funding-acknowledgement": (512, 8), "patent-citation": (512, 8)}
+_RNN_PREFIXES = ("software",)
+_BERT_PREFIXES = ("software", "funding-acknowledgement")
+
+
+def _delft_entry(table: dict[str, tuple[int, int]], prefixes: tuple[str, ...], model: str,
+                 default: tuple[int, int]) -> tuple[int, int]:
+    """The (length, batch) DeLFT picks for ``model``: its own entry, a prefix's, or the default."""
+    if model in table:
+        return table[model]
+    prefix = next((p for p in prefixes if model.startswith(p)), None)
+    return table[prefix] if prefix else default
 
 
 def grobid_model_name(model: str, architecture: str) -> str:
@@ -76,10 +102,16 @@ def grobid_defaults(model: str, architecture: str) -> AppDefaults:
     # corpora are small, so they take DeLFT's random batches and their slower epochs (length
     # groups in the word RNN win back part of the padding, models/costs.TRAINING_GROUP_COSTS).
     if arch.uses_transformer:
-        length, batch = _GROBID_BERT.get(model, (200, 20))
-        return AppDefaults(batch, min(length, 512), 60, bucket_batches=1)
-    length, batch = _GROBID_RNN.get(model, (3000, 20))
-    return AppDefaults(batch, length, 80 if model == "header" else 60, bucket_batches=1, lr_decay=DELFT_LR_DECAY)
+        length, batch = _delft_entry(_GROBID_BERT, _BERT_PREFIXES, model, (200, 20))
+        software = model.startswith("software")
+        return AppDefaults(batch, min(length, 512), 30 if software else 60, early_stop=not software, bucket_batches=1)
+    length, batch = _delft_entry(_GROBID_RNN, _RNN_PREFIXES, model, (3000, 20))
+    delft = AppDefaults(batch, length, 80 if model == "header" else 60, bucket_batches=1, lr_decay=DELFT_LR_DECAY)
+    if not arch.template:
+        return delft
+    # textorch's own architecture: DeLFT's numbers, then rules that follow the data's size (an
+    # unknown model name of 70 sequences trains like figure, not like a model of 1,400).
+    return replace(delft, min_validation_sequences=MIN_VALIDATION_SEQUENCES, min_steps_per_epoch=MIN_STEPS_PER_EPOCH)
 
 
 _TRAIN_NAME = re.compile(r"(?P<model>.+)-(?P<date>\d{6})\.train(?:\.gz)?$")
@@ -179,7 +211,9 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
               "max_epoch": defaults.max_epoch, "early_stop": defaults.early_stop,
               "feature_columns": defaults.feature_columns, "feature_vocabulary_size": defaults.feature_vocabulary_size,
               "bucket_batches": defaults.bucket_batches if defaults.bucket_batches is not None else TrainConfig.bucket_batches,
-              "lr_decay": defaults.lr_decay if defaults.lr_decay is not None else TrainConfig.lr_decay}
+              "lr_decay": defaults.lr_decay if defaults.lr_decay is not None else TrainConfig.lr_decay,
+              "min_validation_sequences": defaults.min_validation_sequences,
+              "min_steps_per_epoch": defaults.min_steps_per_epoch}
     return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
 
 

@@ -61,15 +61,37 @@ def split_for_training(
 ) -> tuple[Corpus, Corpus | None, Corpus | None]:
     """Test and validation shares by :func:`~textorch.data.splits.training_splits`; n-fold needs no
     validation share (each fold validates on its own part), and a validation file then joins the
-    training data, as DeLFT's n-fold training does."""
+    training data, as DeLFT's n-fold training does. Validation data smaller than
+    ``train_config.min_validation_sequences`` joins the training data too (no early stopping)."""
     wants_valid = fold_count == 1 and train_config.early_stop
     train, valid, test = training_splits(train, valid, test, hold_out_test=hold_out_test, seed=train_config.seed,
                                          valid_fraction=train_config.valid_fraction if wants_valid else None)
-    if fold_count > 1 and valid is not None:
+    too_small = valid is not None and len(valid) < train_config.min_validation_sequences
+    if too_small:  # a --valid file too: whoever gave it, a handful of sequences cannot pick an epoch
+        logger.info("validation data of %d sequences is too few to pick an epoch (fewer than %d): training on "
+                    "all %d sequences for %d epochs", len(valid), train_config.min_validation_sequences,
+                    len(train) + len(valid), train_config.max_epoch)
+    if (fold_count > 1 or too_small) and valid is not None:
         train, valid = replace(train, sequences=train.sequences + valid.sequences), None
     if not train.sequences:
         raise ConfigError(f"{train.path}: no training sequences left after splitting")
     return train, valid, test
+
+
+def fitted_to_data(train_config: TrainConfig, n_train: int, has_valid: bool) -> TrainConfig:
+    """``train_config`` for ``n_train`` training sequences: no early stopping without validation
+    data (``has_valid`` False: a share too small to be held out; n folds validate on their own), and a batch size that gives at least
+    ``min_steps_per_epoch`` steps."""
+    changes: dict[str, object] = {}
+    if not has_valid and train_config.early_stop:
+        changes["early_stop"] = False
+    if train_config.min_steps_per_epoch:
+        batch = max(1, min(train_config.batch_size, n_train // train_config.min_steps_per_epoch))
+        if batch != train_config.batch_size:
+            logger.info("batch size %d for %d training sequences (at least %d steps an epoch)", batch, n_train,
+                        train_config.min_steps_per_epoch)
+            changes["batch_size"] = batch
+    return replace(train_config, **changes) if changes else train_config
 
 
 def train_tagger(
@@ -159,6 +181,7 @@ def train_corpora(
     if output is not None:
         check_writable(output)
     train, valid, test = split_for_training(train, valid, test, hold_out_test, train_config, fold_count)
+    train_config = fitted_to_data(train_config, len(train), valid is not None or fold_count > 1)
     splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
     logger.info("data: %s (%s) — %d train, %d valid, %d test sequences", train.path, train.format, *splits.values())
     if run is not None and run.status == COMPLETE:

@@ -41,6 +41,14 @@ class TrainConfig:
     seed: int = 42
     valid_fraction: float = 0.1
     """Share of the training data held out for early stopping when no --valid file is given."""
+    min_validation_sequences: int = 0
+    """A share held out for early stopping must hold at least this many sequences; with less
+    data, too few to tell epochs apart, the run trains on every sequence for ``max_epoch``
+    epochs instead (0: always hold the share out)."""
+    min_steps_per_epoch: int = 0
+    """The batch size is lowered, where needed, so that an epoch over the training data has at
+    least this many steps: a few dozen sequences in batches of 20 give an epoch of 3 steps
+    (0: keep ``batch_size``)."""
     transformer_learning_rate: float = 5e-5
     """BERT family: AdamW rate of the pre-trained encoder (``learning_rate`` drives the layers on top)."""
     warmup_fraction: float = 0.1
@@ -71,6 +79,8 @@ class TrainConfig:
             raise ConfigError(f"--bucket-batches must be >= 1, got {self.bucket_batches}")
         if self.max_sequence_length < 0:
             raise ConfigError(f"--max-sequence-length must be >= 0, got {self.max_sequence_length}")
+        if self.min_validation_sequences < 0 or self.min_steps_per_epoch < 0:
+            raise ConfigError("min_validation_sequences and min_steps_per_epoch must be >= 0 (0: off)")
         if not 0.0 < self.valid_fraction < 1.0:
             raise ConfigError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
         if self.transformer_learning_rate <= 0:

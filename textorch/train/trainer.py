@@ -140,6 +140,15 @@ class Trainer:
             if self.checkpoints is not None and epoch < config.max_epoch:
                 self.checkpoints.save(self, progress)
         result = progress.result
+        if self.validate is not None and _flat(result.history):
+            # Every epoch scored the same: the validation data cannot tell them apart (a handful of
+            # sequences, or a score of 0 throughout), so it picks none: the last epoch stays.
+            result.best_epoch = result.history[-1].epoch
+            progress.best_state = None
+            if ctx.is_main and len(result.history) > 1:
+                logger.warning("validation F1 was %.4f at every one of %d epochs: it cannot tell epochs apart, so "
+                               "the last epoch is kept (more validation data, or --early-stop false, avoids this)",
+                               result.history[0].valid_score, len(result.history))
         if progress.best_state is not None:
             self.model.load_state_dict(progress.best_state)
         self.train_model = self.model  # drop the DDP wrapper: saving and inference use the plain module
@@ -171,7 +180,8 @@ class Trainer:
         self._log_epoch(record)
         for callback in self.callbacks:
             callback.on_epoch_end(self, record, improved)
-        stop = self.validate is not None and config.early_stop and progress.epochs_without_gain >= config.patience
+        stop = (self.validate is not None and config.early_stop and progress.epochs_without_gain >= config.patience
+                and not _flat(result.history))  # a flat line from the start is no plateau to stop on
         if stop:
             result.stopped_early = True
             if self.ctx.is_main:
@@ -284,3 +294,8 @@ class Trainer:
         )
         if math.isnan(record.loss):
             logger.warning("loss is NaN: lower the learning rate or check the data")
+
+
+def _flat(history: list[EpochRecord]) -> bool:
+    """Whether every epoch so far got the same validation score."""
+    return len({record.valid_score for record in history}) <= 1

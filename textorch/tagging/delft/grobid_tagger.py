@@ -16,9 +16,11 @@ from pathlib import Path
 
 from textorch.errors import ConfigError
 from textorch.tagging.delft.embeddings import REGISTRY_FILE, resolve_embeddings_name
+from textorch.tagging.presets import GROBID_DEFAULT_ARCHITECTURE
 
 ACTIONS = {"train": "train", "train_eval": "train-eval", "eval": "eval", "tag": "tag"}
-DEFAULT_ARCHITECTURE = "BidLSTM_CRF"
+DEFAULT_ARCHITECTURE = GROBID_DEFAULT_ARCHITECTURE
+"""GROBID passes the architecture its grobid.yaml names; without one, textorch's GROBID default."""
 _NUMBERS = {"max_sequence_length": "--max-sequence-length", "batch_size": "--batch-size", "patience": "--patience",
             "max_epoch": "--max-epoch", "fold_count": "--fold-count", "seed": "--seed",
             "features_vocabulary_size": "--feature-vocabulary-size", "learning_rate": "--learning-rate"}

@@ -1,0 +1,90 @@
+"""Template features: each token's rows are those of the CRF++ feature strings, built here the
+slow way (strings, as CRF++ and Wapiti build them) to check the vectorised keys against."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from textorch.data.corpus import TokenSequence
+from textorch.data.crf_template import FeatureTemplate, parse_template
+from textorch.data.template_features import TemplateFeaturizer, column_value_counts
+
+TEMPLATE = parse_template("U0:%x[-2,0]\nU1:%x[0,1]\nU2:%x[-1,0]/%x[0,0]\nU3:%x[1,2]/%x[0,0]\n")
+
+
+def _sequence(tokens: str, shape: str) -> TokenSequence:
+    words = tokens.split()
+    return TokenSequence(words, features=[[w.lower(), s] for w, s in zip(words, shape.split())])
+
+
+TRAIN = [_sequence("June 3 , 2005", "CAP NUM PUNCT NUM"), _sequence("3 June", "NUM CAP"),
+         _sequence("May", "CAP")]
+
+
+def _cell(sequence: TokenSequence, t: int, row: int, column: int) -> str:
+    i = t + row
+    if i < 0:
+        return f"_B{i}"
+    if i >= len(sequence):
+        return f"_B+{i - len(sequence) + 1}"
+    return sequence.tokens[i] if column == 0 else sequence.features[i][column - 1]
+
+
+def _strings(sequence: TokenSequence, templates: list[FeatureTemplate]) -> list[list[str]]:
+    """Per token, per template, the feature string CRF++ would build."""
+    return [[t.name + ":" + "/".join(_cell(sequence, i, r, c) for r, c in t.cells) for t in templates]
+            for i in range(len(sequence))]
+
+
+def _seen_values(sequences: list[TokenSequence]) -> set[str]:
+    return {v for s in sequences for i in range(len(s)) for v in [s.tokens[i], *s.features[i]]}
+
+
+def test_rows_equal_iff_feature_strings_equal_and_unseen_strings_get_row_zero() -> None:
+    featurizer = TemplateFeaturizer.fit(TRAIN, TEMPLATE)
+    train_strings = {f for s in TRAIN for token in _strings(s, TEMPLATE) for f in token}
+    assert featurizer.n_rows == len(train_strings) + 1  # one row per distinct training feature
+    test = [*TRAIN, _sequence("3 May , 1999", "NUM CAP PUNCT NUM"), _sequence("Unseen", "CAP")]
+    seen = _seen_values(TRAIN)
+    row_of: dict[str, int] = {}
+    for sequence, rows in zip(test, featurizer.rows(test)):
+        assert rows.shape == (len(sequence), len(TEMPLATE))
+        for token_strings, token_rows in zip(_strings(sequence, TEMPLATE), rows.tolist()):
+            for string, row in zip(token_strings, token_rows):
+                if string not in train_strings:
+                    assert row == 0, string
+                else:
+                    assert row > 0
+                    assert row_of.setdefault(string, row) == row, string
+    assert len(set(row_of.values())) == len(row_of)  # different strings, different rows
+    assert "U0:_B-2" in row_of and "U0:_B-1" in row_of  # both distances before the start
+    assert "U3:_B+1/2005" in row_of  # past the end, joined with an inside value
+    del seen
+
+
+def test_rows_do_not_depend_on_the_other_sequences_of_a_call() -> None:
+    featurizer = TemplateFeaturizer.fit(TRAIN, TEMPLATE)
+    together = featurizer.rows(TRAIN)
+    for sequence, rows in zip(TRAIN, together):
+        assert np.array_equal(featurizer.rows([sequence])[0], rows)
+    assert featurizer.rows([]) == []
+
+
+def test_json_and_table_round_trip() -> None:
+    featurizer = TemplateFeaturizer.fit(TRAIN, TEMPLATE)
+    loaded = TemplateFeaturizer.from_json(featurizer.to_json())
+    assert loaded.n_rows == featurizer.n_rows
+    loaded.use_table(featurizer.table.copy())
+    other = [_sequence("2005 June 3", "NUM CAP NUM")]
+    assert all(np.array_equal(a, b) for a, b in zip(loaded.rows(other), featurizer.rows(other)))
+
+
+def test_a_sequence_without_a_feature_column_reads_unseen_values() -> None:
+    featurizer = TemplateFeaturizer.fit(TRAIN, TEMPLATE)
+    rows = featurizer.rows([TokenSequence(["June", "3"], features=None)])[0]
+    assert (rows[:, 1] == 0).all()  # U1 reads feature column 1, which this sequence lacks
+    assert (rows[:, 0] > 0).all()  # U0 reads the token two positions back: boundaries, seen in training
+
+
+def test_column_value_counts_count_the_token_then_each_feature() -> None:
+    assert column_value_counts(TRAIN, 3) == [5, 5, 3]

@@ -1,0 +1,87 @@
+"""BidLSTM_CRF_TEMPLATE: a CRF's template features added to the BiLSTM-CRF's emissions.
+
+Trained on the tiny GROBID fixture, it must learn weights for its template features, give the
+same labels and scores on every route (batches, one-sequence calls, a reloaded directory,
+ONNX Runtime, see tests/onnx/test_onnx.py), and keep the template it was trained with."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import trained_once
+from textorch.data.readers import read_labelled
+from textorch.errors import DataError
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.labeler import SequenceLabeler
+
+SMALL = dict(char_dim=8, char_hidden=8, word_hidden=12, feature_dim=3, feature_output_dim=8, dropout=0.1)
+TEMPLATE = "# a GROBID-style template\nU00:%x[-1,0]\nU01:%x[0,0]\nU02:%x[0,2]/%x[1,2]\nU03:%x[1,3]\n\nB\n"
+_CACHE: dict[str, SequenceLabeler] = {}
+
+
+def _trained(tiny_grobid: Path, template: Path | None = None) -> SequenceLabeler:
+    def train() -> SequenceLabeler:
+        corpus = read_labelled(tiny_grobid)
+        config = ModelConfig(architecture="BidLSTM_CRF_TEMPLATE", crf_template=str(template) if template else None, **SMALL)
+        labeler = SequenceLabeler.build(corpus, config, DataConfig(), seed=1)
+        labeler.fit(corpus, None, TrainConfig(max_epoch=3, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
+        return labeler
+
+    return trained_once(_CACHE, str(template), train)
+
+
+def test_template_weights_are_learned_and_count(tiny_grobid: Path) -> None:
+    labeler = _trained(tiny_grobid)
+    part = labeler.model.template_emissions
+    assert part.weight.shape == (labeler.encoder.templates.n_rows, len(labeler.encoder.labels))
+    assert float(part.weight.detach()[1:].abs().max()) > 0  # training reached the feature weights
+    assert float(part.weight.detach()[0].abs().max()) == 0  # row 0, an unseen feature, weighs nothing
+    sequences = read_labelled(tiny_grobid).sequences
+    batch = labeler.encode(sequences[:4]).batch([0, 1, 2, 3])
+    with torch.no_grad():
+        extra = labeler.model.extra_emissions(batch)
+    assert extra.shape == (*batch.mask.shape, len(labeler.encoder.labels))
+    assert float(extra.abs().max()) > 0
+
+
+def test_one_sequence_calls_equal_the_batch_route(tiny_grobid: Path) -> None:
+    labeler = _trained(tiny_grobid)
+    sequences = read_labelled(tiny_grobid).sequences
+    batched = labeler.predict(sequences, batch_size=7)
+    _, route = labeler._model_routes()
+    assert route is not None and route.template_emissions is not None  # the one-sequence route serves it
+    for sequence, expected in zip(sequences[:8], batched):
+        single = labeler.predict([sequence])[0]
+        assert single.labels == expected.labels
+        np.testing.assert_allclose(single.scores, expected.scores, atol=1e-5)
+
+
+def test_saved_model_keeps_its_template_and_table(tiny_grobid: Path, tmp_path: Path) -> None:
+    template = tmp_path / "date.crf-template"
+    template.write_text(TEMPLATE, encoding="utf-8")
+    labeler = _trained(tiny_grobid, template)
+    assert [t.name for t in labeler.encoder.templates.templates] == ["U00", "U01", "U02", "U03"]
+    target = labeler.save(tmp_path / "model")
+    template.unlink()  # the saved model needs the file no more
+    config = json.loads((target / "config.json").read_text())
+    assert config["builder"] == "rnn_tagger.v4"
+    loaded = SequenceLabeler.load(target)
+    assert np.array_equal(loaded.encoder.templates.table, labeler.encoder.templates.table)
+    sequences = read_labelled(tiny_grobid).sequences
+    before, after = labeler.predict(sequences), loaded.predict(sequences)
+    assert [p.labels for p in after] == [p.labels for p in before]
+    assert [p.scores for p in after] == [p.scores for p in before]
+
+
+def test_a_template_reading_a_missing_column_names_the_file(tiny_grobid: Path, tmp_path: Path) -> None:
+    template = tmp_path / "wide.crf-template"
+    template.write_text("U00:%x[0,9]\n", encoding="utf-8")  # the fixture has 4 feature columns
+    corpus = read_labelled(tiny_grobid)
+    with pytest.raises(DataError, match="wide.crf-template: template U00 reads column 9, but the data has columns 0-4"):
+        SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_TEMPLATE", crf_template=str(template)),
+                              DataConfig())

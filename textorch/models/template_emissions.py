@@ -1,0 +1,41 @@
+"""The CRF's own features inside a network: one learned weight per (template feature, label).
+
+:class:`TemplateEmissions` turns the rows :class:`textorch.data.template_features.TemplateFeaturizer`
+gives each token into label scores, the sum of its features' weights, which the tagger adds to
+the recurrent encoder's emissions. Trained jointly, the sum holds what a linear-chain CRF over
+GROBID's templates holds (the rare exact values a feature column carries, which small data
+cannot teach an LSTM) and what the network adds. Weights start at zero: at first the model is
+its recurrent part alone.
+
+The fitted key table rides along as a buffer, so that the weights and the table that says which
+row is which feature are one file, written and read together.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class TemplateEmissions(nn.Module):
+    """``(B, L, K)`` table rows -> ``(B, L, labels)`` summed weights (row 0 weighs nothing)."""
+
+    def __init__(self, n_rows: int, n_labels: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.dropout = dropout
+        """Share of a token's features left out of each training step, so that the recurrent
+        part keeps learning instead of leaving the training data to weights that memorise it."""
+        self.weight = nn.Parameter(torch.zeros(n_rows, n_labels))
+        self.register_buffer("keys", torch.zeros(max(n_rows - 1, 0), dtype=torch.int64))
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        b, l, k = rows.shape
+        if self.training and self.dropout > 0:
+            rows = rows * (torch.rand(rows.shape, device=rows.device) >= self.dropout)
+        # embedding_bag sums each token's K rows without materialising (B, L, K, labels).
+        summed = nn.functional.embedding_bag(rows.reshape(b * l, k), self.weight, mode="sum", padding_idx=0)
+        return summed.reshape(b, l, -1)
+
+    def set_keys(self, keys: torch.Tensor) -> None:
+        """Store the featurizer's fitted table (uint64 keys, viewed as int64 for safetensors)."""
+        self.keys.copy_(keys)
