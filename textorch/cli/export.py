@@ -8,11 +8,13 @@ from pathlib import Path
 
 
 def load_saved_model(directory: str | Path, device: str = "cpu", cache_dir: str | None = None):
-    """A ``SequenceLabeler`` or a ``TextClassifier``, whichever task the directory's config names."""
+    """A ``SequenceLabeler`` or a ``TextClassifier``, whichever task the directory's config names
+    (a DeLFT tagger's directory is converted, as ``seq tag`` does)."""
     from textorch.errors import ModelFormatError
     from textorch.model_dir import read_model_config
+    from textorch.tagging.delft_import.importer import is_delft_model_dir
 
-    task = read_model_config(directory).get("task")
+    task = "sequence_labelling" if is_delft_model_dir(directory) else read_model_config(directory).get("task")
     if task == "sequence_labelling":
         from textorch.tagging.labeler import SequenceLabeler
 

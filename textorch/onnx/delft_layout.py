@@ -292,7 +292,9 @@ def _write(output: Path, module: nn.Module, inputs: tuple, names: list[str], axe
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
         with torch.no_grad(), warnings.catch_warnings():
+            # DeLFT's exporter is the TorchScript one too (its warning that a newer one exists is no news)
             warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*legacy TorchScript-based ONNX")
             torch.onnx.export(module, inputs, str(staging / ENCODER_FILE), input_names=names,
                               output_names=["emissions"], opset_version=OPSET, dynamo=False, dynamic_axes=axes)
         for name, content in files.items():
