@@ -63,9 +63,9 @@ def ensure_onnx(python: Path) -> str:
     return done.stdout.strip()
 
 
-def both_exports(python: Path, work: Path, model_dir: Path) -> tuple[Path, Path]:
-    """DeLFT's export of its model, and textorch's export of the model's import."""
-    root = work / "onnx-parity" / model_dir.name
+def both_exports(python: Path, work: Path, model_dir: Path, root: Path | None = None) -> tuple[Path, Path]:
+    """DeLFT's export of its model, and textorch's export of the model's import (under ``root``)."""
+    root = root or work / "onnx-parity" / model_dir.name
     delft_out, imported, textorch_out = root / "delft", root / "imported", root / "textorch"
     _run([str(python), "-m", "delft.applications.onnx_export", "--model", model_dir.name, "--output", str(delft_out),
           "--model-path", str(model_dir.parent)], cwd=work)

@@ -67,7 +67,7 @@ class DelftIds:
     feature_maps: dict[int, dict[str, int]]
     """``featuresMapToIndex``: per column, value -> the id the runner sends (0 when unknown)."""
     feature_tables: list[list[int]]
-    """Per slot of ``features_input``: runner id -> textorch's id of that value in its column."""
+    """Per textorch feature slot: runner id -> textorch's id of that value in its column."""
     feature_slots: list[int]
     """For each of textorch's feature slots, the slot of ``features_input`` it reads."""
 
@@ -179,8 +179,7 @@ def _delft_ids(labeler, preprocessor: dict) -> DelftIds:
     if sorted(delft_columns) != sorted(columns):
         raise ModelFormatError(f"the recorded DeLFT feature columns {delft_columns} are not the model's {columns}")
     tables = []
-    for column in delft_columns:
-        vocab = encoder.features[columns.index(column)]
+    for column, vocab in zip(columns, encoder.features):  # in textorch's slot order, as the graph applies them
         table = [1] * (max(maps.get(column, {}).values(), default=0) + 1)
         for value, i in maps.get(column, {}).items():
             table[i] = vocab.id(value)
