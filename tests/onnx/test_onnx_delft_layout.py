@@ -136,6 +136,8 @@ def test_imported_delft_model_gives_delfts_labels_through_the_java_runner(tmp_pa
 
     delft_config = json.loads((source / "config.json").read_text(encoding="utf-8"))
     preprocessor = json.loads((source / "preprocessor.json").read_text(encoding="utf-8"))
+    record = json.loads((imported / "delft-source.json").read_text(encoding="utf-8"))
+    assert (record["config"], record["preprocessor"]) == (delft_config, preprocessor)
     runner = JavaRunner(export, read_vectors(FIXTURES / "vectors.txt"), delft_config["max_sequence_length"])
     with_features = architecture.endswith("FEATURES")
     labels = [runner.labels(tokens, features if with_features else None)
