@@ -33,6 +33,7 @@ from torch import nn
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
+from textorch.onnx.export import ExportableTagger
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +84,6 @@ class DelftEncoder(nn.Module):
 
     def __init__(self, tagger: SequenceTagger, ids: DelftIds) -> None:
         super().__init__()
-        from textorch.onnx.export import ExportableTagger
-
         inner = ExportableTagger(tagger)
         self.parts, self.part_inputs, self.encoder, self.emissions = (
             inner.parts, inner.part_inputs, inner.encoder, inner.emissions)
