@@ -69,3 +69,16 @@ def test_an_embedder_without_an_export_form_is_refused_by_name() -> None:
 
     with pytest.raises(ConfigError, match="does not know the embedder Unknown"):
         Unknown().export_form()
+
+
+def test_delfts_feature_bilstm_has_its_export_form(corpus: Corpus) -> None:
+    """``feature_encoder="lstm"`` (DeLFT's feature channel, kept by imported _FEATURES models)."""
+    config = ModelConfig(architecture="BidLSTM_CRF_FEATURES", feature_encoder="lstm", **SMALL)
+    labeler = SequenceLabeler.build(corpus, config, DataConfig(), seed=1)
+    labeler.model.eval()
+    batch = labeler.encode(corpus.sequences[:3]).batch([0, 1, 2])
+    embedder = labeler.model.embedders[-1]
+    assert type(embedder).__name__ == "FeatureLSTMEmbedder"
+    with torch.inference_mode():
+        form = embedder.export_form()
+        assert torch.allclose(form(batch.feature_ids), embedder(batch), atol=1e-6)

@@ -8,11 +8,13 @@ from pathlib import Path
 
 
 def load_saved_model(directory: str | Path, device: str = "cpu", cache_dir: str | None = None):
-    """A ``SequenceLabeler`` or a ``TextClassifier``, whichever task the directory's config names."""
+    """A ``SequenceLabeler`` or a ``TextClassifier``, whichever task the directory's config names
+    (a DeLFT tagger's directory is converted, as ``seq tag`` does)."""
     from textorch.errors import ModelFormatError
     from textorch.model_dir import read_model_config
+    from textorch.tagging.delft_import.importer import is_delft_model_dir
 
-    task = read_model_config(directory).get("task")
+    task = "sequence_labelling" if is_delft_model_dir(directory) else read_model_config(directory).get("task")
     if task == "sequence_labelling":
         from textorch.tagging.labeler import SequenceLabeler
 
@@ -27,10 +29,32 @@ def load_saved_model(directory: str | Path, device: str = "cpu", cache_dir: str 
 def _export_onnx(args: argparse.Namespace) -> int:
     from textorch.onnx.engine import default_export_dir, export_model
 
+    if args.layout == "delft":
+        return _export_delft_layout(args)
     predictor = load_saved_model(args.model, cache_dir=args.cache_dir)
     output = Path(args.output) if args.output else default_export_dir(args.model)
     export_model(predictor, output, quantize=args.quantize, source_dir=args.model)
     print(output)
+    return 0
+
+
+def _export_delft_layout(args: argparse.Namespace) -> int:
+    """DeLFT's layout (encoder.onnx, crf_params.json, vocab.json, config.json) for DeLFT's Java
+    runner; a model imported from DeLFT gets DeLFT's own names and ids back."""
+    from textorch.errors import ConfigError
+    from textorch.onnx.delft_layout import export_delft_layout
+    from textorch.tagging.delft_import.importer import delft_source
+
+    if args.quantize:
+        raise ConfigError("--quantize is not part of DeLFT's layout (it has no int8 model); export without it")
+    if not args.output:
+        raise ConfigError("--layout delft needs --output DIR (MODEL/onnx is the textorch layout's place)")
+    source = delft_source(args.model)
+    predictor = load_saved_model(args.model, cache_dir=args.cache_dir)
+    if getattr(predictor, "task", None) != "sequence_labelling":
+        raise ConfigError("--layout delft exports sequence labelling models only (DeLFT's runner is a tagger)")
+    export_delft_layout(predictor, args.output, source, model_name=Path(args.model).resolve().name)
+    print(args.output)
     return 0
 
 
@@ -69,7 +93,12 @@ def register(groups: argparse._SubParsersAction) -> None:
     commands = export.add_subparsers(dest="command", metavar="FORMAT", required=True)
     p = commands.add_parser("onnx", help="ONNX graph plus labels/vocabularies/tokenizer/CRF as JSON (see docs/onnx.md)")
     p.add_argument("--model", required=True, help="model directory (a tagger or a text classifier)")
-    p.add_argument("--output", default=None, help="export directory, replaced atomically (default: MODEL/onnx)")
+    p.add_argument("--output", default=None, help="export directory, replaced atomically (default: MODEL/onnx; "
+                                                  "required with --layout delft)")
     p.add_argument("--quantize", action="store_true", help="also write model.int8.onnx (dynamic int8 quantisation)")
+    p.add_argument("--layout", default="textorch", choices=["textorch", "delft"],
+                   help="textorch: model.onnx + onnx-model.json and vocabularies (default); delft: DeLFT 1.2's "
+                        "encoder.onnx, crf_params.json, vocab.json, config.json, read by DeLFT's Java runner "
+                        "(BidLSTM_CRF[_FEATURES] and the ChainCRF names; see docs/onnx.md)")
     p.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
     p.set_defaults(run=_export_onnx)

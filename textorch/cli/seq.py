@@ -44,6 +44,10 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--architecture", default="BidLSTM_CRF", choices=list(ARCHITECTURES), metavar="NAME",
                         help="model architecture (default: BidLSTM_CRF; see 'textorch seq architectures')")
     parser.add_argument("--embeddings", default="none", help="registry name, path to a GloVe/word2vec/fastText file, or none (default)")
+    parser.add_argument("--word-lookup", default=DataConfig.word_lookup, choices=["exact_or_lower", "delft"],
+                        help="how a token finds its word vector: exact_or_lower (the token, else its lower case; "
+                             "default) or delft (digits to 0, then the exact form only: DeLFT's rule, which "
+                             "'export onnx --layout delft' needs, since DeLFT's Java runner looks words up so)")
     parser.add_argument("--feature-columns", "--features-indices", default=None, help="GROBID feature columns for *_FEATURES models, e.g. 9-15 (default: chosen from the data)")
     parser.add_argument("--crf-template", default=None, metavar="FILE",
                         help="*_TEMPLATE models: a CRF++ template (GROBID's MODEL.crf-template) whose features feed the emissions (default: generated from the data's columns)")
@@ -113,7 +117,8 @@ def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfi
         tensorboard_dir=args.tensorboard,
     )
     data = DataConfig(format=args.format, embeddings=args.embeddings, feature_columns=args.feature_columns,
-                      feature_vocabulary_size=args.feature_vocabulary_size)
+                      feature_vocabulary_size=args.feature_vocabulary_size,
+                      word_lookup=getattr(args, "word_lookup", DataConfig.word_lookup))
     return model, train, data
 
 

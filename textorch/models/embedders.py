@@ -244,6 +244,11 @@ class FeatureLSTMEmbedder(Embedder):
         _, (final, _) = self.lstm(columns.reshape(b * l, f, d))
         return torch.cat([final[0], final[1]], dim=-1).reshape(b, l, self.output_dim)
 
+    graph_inputs = ("feature_ids",)
+
+    def export_form(self) -> nn.Module:
+        return export_layers.FeatureLSTM(self)
+
 
 run_packed_rnn = rnn_outputs
 """The former name of :func:`textorch.models.padded_rnn.rnn_outputs` (which packs only where that

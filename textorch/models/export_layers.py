@@ -23,7 +23,7 @@ from torch import nn
 from textorch.errors import ConfigError
 
 if TYPE_CHECKING:
-    from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder
+    from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, FeatureEmbedder, FeatureLSTMEmbedder
 from textorch.models.padded_rnn import gather_time, reverse_index
 
 
@@ -210,3 +210,20 @@ class Features(nn.Module):
 
     def forward(self, feature_ids: torch.Tensor) -> torch.Tensor:
         return self.embedder.embed(feature_ids)
+
+
+class FeatureLSTM(nn.Module):
+    """:class:`FeatureLSTMEmbedder` on ``feature_ids`` (B, L, F): each column's value embedded, then
+    the final states of one BiLSTM reading the F columns of each token (every column is real)."""
+
+    def __init__(self, embedder: "FeatureLSTMEmbedder") -> None:
+        super().__init__()
+        self.embeddings = embedder.embeddings
+        self.rnn = PaddedBiRNN(embedder.lstm)
+
+    def forward(self, feature_ids: torch.Tensor) -> torch.Tensor:
+        columns = torch.stack([emb(feature_ids[..., i]) for i, emb in enumerate(self.embeddings)], dim=-2)
+        b, l, f, d = columns.shape
+        flat = columns.reshape(b * l, f, d)
+        lengths = torch.ones_like(flat[:, 0, 0], dtype=torch.long) * f
+        return self.rnn.final_states(flat, lengths).reshape(b, l, -1)

@@ -7,6 +7,7 @@ directory through the importer, so the importer must not need the class in turn.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,10 @@ from textorch.train.history import TrainingHistory, history_files
 if TYPE_CHECKING:  # annotations only: the labeler writes through this module
     from textorch.tagging.labeler import SequenceLabeler
 
+DELFT_SOURCE_FILE = "delft-source.json"
+"""In a model imported from DeLFT: DeLFT's own ``config`` and ``preprocessor`` (its names, label
+strings and ids), which an export in DeLFT's layout writes back as DeLFT wrote them."""
+
 
 @dataclass
 class TaggerParts:
@@ -38,6 +43,8 @@ class TaggerParts:
     n_features: int = 0
     transformer: TransformerParts | None = None
     history: TrainingHistory | None = None
+    delft_source: dict | None = None
+    """The imported DeLFT model's ``config.json`` and ``preprocessor.json``, kept as they were."""
 
 
 def write_tagger_dir(directory: str | Path, tagger: TaggerParts | SequenceLabeler, training_run: dict | None = None) -> Path:
@@ -56,5 +63,8 @@ def write_tagger_dir(directory: str | Path, tagger: TaggerParts | SequenceLabele
         extra_files = dict(tagger.transformer.files())
     if training_run is not None:
         config["training_run"] = training_run
+    source = getattr(tagger, "delft_source", None)
+    if source is not None:
+        extra_files[DELFT_SOURCE_FILE] = json.dumps(source, indent=1, ensure_ascii=False) + "\n"
     state = untied(tagger.model.state_dict())
     return save_model_dir(directory, config, tagger.encoder.to_json(), state, {**extra_files, **history_files(tagger.history)})

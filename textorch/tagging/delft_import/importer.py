@@ -35,7 +35,7 @@ from textorch.data.encoding import SequenceEncoder
 from textorch.data.vocab import PAD, UNK, Vocabulary
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.tagging.config import DataConfig, ModelConfig
-from textorch.tagging.model_files import TaggerParts, write_tagger_dir
+from textorch.tagging.model_files import DELFT_SOURCE_FILE, TaggerParts, write_tagger_dir
 from textorch.tagging.delft_import.weights import (
     Layout,
     label_order,
@@ -265,7 +265,25 @@ def build_tagger(src_dir: str | Path, embeddings: Any = None, input_format: str 
     except RuntimeError as exc:
         raise ModelFormatError(f"{src_dir}: the DeLFT weights do not fit {architecture} ({exc})") from None
     model.eval()
-    return TaggerParts(encoder, model, model_config, data_config, vectors, input_format, n_features)
+    return TaggerParts(encoder, model, model_config, data_config, vectors, input_format, n_features,
+                       delft_source={"format_version": 1, "config": config, "preprocessor": preprocessor})
+
+
+def delft_source(model_dir: str | Path) -> dict | None:
+    """DeLFT's ``config`` and ``preprocessor`` of a DeLFT model directory, or the importer's
+    record of them in a textorch directory imported from DeLFT; None for any other model
+    (a textorch-trained one, or one imported before the record was kept)."""
+    path = Path(model_dir)
+    if is_delft_model_dir(path):
+        return {"format_version": 1, "config": json.loads((path / CONFIG_FILE).read_text(encoding="utf-8")),
+                "preprocessor": json.loads((path / PREPROCESSOR_FILE).read_text(encoding="utf-8"))}
+    record = path / DELFT_SOURCE_FILE
+    if not record.is_file():
+        return None
+    try:
+        return json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFormatError(f"{record}: unreadable ({exc})") from None
 
 
 def convert_delft_model(src_dir: str | Path, out_dir: str | Path, embeddings: Any = None,
