@@ -62,7 +62,8 @@ def delft_registry_path(name: str, registry: Path) -> Path | None:
                 base = registry.parent.parent if registry.parent.name == "delft" else registry.parent
                 found = base / found
             if found is None or not found.is_file():
-                raise ConfigError(f"embeddings {name!r} of the DeLFT registry {registry}: file {file!r} not found "
+                raise ConfigError(f"embeddings {name!r} of the DeLFT registry {registry}: file "
+                                  f"{str(found) if found is not None else file!r} not found "
                                   "(textorch reads local vector files only)")
             return found
     return None

@@ -129,6 +129,18 @@ def test_a_failed_load_says_what_to_write_where_and_later_calls_repeat_it(
         model.load(dir_path=bridge / "models")
 
 
+def test_outside_grobid_the_error_names_what_the_commands_take(isolated: Path, capsys: pytest.CaptureFixture) -> None:
+    source = delft_dir(isolated, "BidLSTM_CRF")
+    (isolated / "in.txt").write_text("June 1990\n", encoding="utf-8")
+    assert main(["seq", "tag", "--model", str(source), "--input", str(isolated / "in.txt"),
+                 "--input-format", "text"]) == 2
+    err = capsys.readouterr().err
+    assert f"DeLFT model {source} uses the word embeddings {NAME!r}: unknown embeddings" in err
+    assert f"textorch import-delft {source} OUT --embeddings PATH" in err  # seq tag itself has no --embeddings
+    with pytest.raises(ConfigError, match=r"^unknown embeddings 'glove-6B'"):  # a name given: its own error
+        SequenceLabeler.load(source, embeddings="glove-6B")
+
+
 def test_a_name_pointed_at_other_vectors_is_converted_again(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = delft_dir(isolated, "BidLSTM_CRF")
     other = isolated / "other-vectors.txt"

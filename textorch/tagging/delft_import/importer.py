@@ -190,7 +190,7 @@ def _open_embeddings(spec: Any, config: dict, src_dir: Path) -> Any:
     try:
         return open_embeddings(name)
     except ConfigError as exc:
-        raise _unresolved(config, exc, src_dir) from None
+        raise _unresolved(spec, config, exc, src_dir) from None
 
 
 def _vectors_name(spec: Any, config: dict) -> str | None:
@@ -198,16 +198,19 @@ def _vectors_name(spec: Any, config: dict) -> str | None:
     return str(spec) if spec is not None else config.get("embeddings_name")
 
 
-def _unresolved(config: dict, cause: ConfigError, src_dir: Path) -> ConfigError:
+def _unresolved(spec: Any, config: dict, cause: ConfigError, src_dir: Path) -> ConfigError:
     """The error of vectors not found, worded for where the model is loaded: inside a bridge
-    (GROBID: no command line, a registry to write) or from textorch's commands."""
+    (GROBID: no command line, a registry to write) or from textorch's commands. Vectors the
+    caller named (``spec``) keep the error about that name."""
     from textorch.embeddings.delft_registry import bridge_registry
 
-    name = config.get("embeddings_name")
+    if spec is not None:
+        return cause
+    where = src_dir.absolute()
     if bridge_registry() is not None:
-        return ConfigError(f"DeLFT model {src_dir}: {cause}")
-    return ConfigError(f"the DeLFT model uses the word embeddings {name!r}: give their vectors file "
-                       f"(--embeddings PATH) or register that name ({cause})")
+        return ConfigError(f"DeLFT model {where}: {cause}")
+    return ConfigError(f"DeLFT model {where} uses the word embeddings {config.get('embeddings_name')!r}: {cause}. "
+                       f"Or convert it once with its vectors file: textorch import-delft {where} OUT --embeddings PATH")
 
 
 def _bert_tagger(src_dir: Path, config: dict, preprocessor: dict, state: dict[str, torch.Tensor],
@@ -355,4 +358,4 @@ def _vectors_identity(src_dir: str | Path, embeddings: Any) -> str:
     try:
         return fingerprint_file(resolve_spec(name).path)
     except ConfigError as exc:
-        raise _unresolved(config, exc, Path(src_dir)) from None
+        raise _unresolved(embeddings, config, exc, Path(src_dir)) from None
