@@ -90,19 +90,18 @@ def _parse_entry(registry: Path, index: int, entry: Any) -> EmbeddingSource:
     return EmbeddingSource(name, resolved, dim, lang if isinstance(lang, str) else None)
 
 
-def resolve_spec(spec: str, registry: str | Path | None = None,
-                 delft_registry: str | Path | None = None) -> EmbeddingSource:
+def resolve_spec(spec: str, registry: str | Path | None = None) -> EmbeddingSource:
     """The one rule for every path that names vectors (training, loading, DeLFT imports, the bridge).
 
     An existing file wins without reading any registry (a broken registry must not block
-    explicit paths). A name is then looked up in DeLFT's registry (``delft_registry``, else the
-    one of the textorch bridge this process runs in, see :mod:`.delft_registry`), then in
-    textorch's (``registry``, else ``$TEXTORCH_EMBEDDINGS_REGISTRY``, else the default file).
+    explicit paths). A name is then looked up in the DeLFT registry of the textorch bridge this
+    process runs in (see :mod:`.delft_registry`), then in textorch's (``registry``, else
+    ``$TEXTORCH_EMBEDDINGS_REGISTRY``, else the default file).
     """
     as_path = Path(spec).expanduser()
     if as_path.is_file():
         return EmbeddingSource(as_path.name, as_path.resolve())
-    delft = Path(delft_registry) if delft_registry is not None else bridge_registry()
+    delft = bridge_registry()
     listed = delft_registry_path(spec, delft) if delft is not None else None
     if listed is not None:
         return EmbeddingSource(spec, listed.resolve())
@@ -132,7 +131,5 @@ def resolve_spec(spec: str, registry: str | Path | None = None,
 
 
 def textorch_registry_file() -> str:
-    """Where textorch's registry is read, as a message names it."""
-    if os.environ.get(ENV_REGISTRY):
-        return f"{os.environ[ENV_REGISTRY]} (${ENV_REGISTRY})"
+    """Where textorch's registry would be read when none exists yet, as a message names it."""
     return f"{default_registry_path()} (or set ${ENV_REGISTRY})"
