@@ -100,5 +100,6 @@ def register(groups: argparse._SubParsersAction) -> None:
                    help="textorch: model.onnx + onnx-model.json and vocabularies (default); delft: DeLFT 1.2's "
                         "encoder.onnx, crf_params.json, vocab.json, config.json, read by DeLFT's Java runner "
                         "(BidLSTM_CRF[_FEATURES] and the ChainCRF names; see docs/onnx.md)")
-    p.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
+    p.add_argument("--cache-dir", default=None, help="textorch's cache root, holding embeddings/ and delft-imports/ "
+                        "(default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch)")
     p.set_defaults(run=_export_onnx)

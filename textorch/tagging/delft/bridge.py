@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textorch.embeddings.delft_registry import BRIDGE_MARKER as MARKER
 from textorch.errors import ConfigError
-
-MARKER = "# written by 'textorch grobid-bridge'"
-"""First line of every file written, so that a rerun may replace them and nothing else."""
 
 _SCRIPT = '''{marker}: DeLFT's grobidTagger.py command line, run by textorch.
 import sys
@@ -27,17 +25,29 @@ from textorch.errors import TextorchError
 from textorch.tagging.delft.grobid_tagger import textorch_arguments
 
 if __name__ == "__main__":
+    bridge = Path(__file__).resolve(){parents}
+    sys.path.insert(0, str(bridge))
+    import delft  # noqa: F401  this bridge's package: its resources-registry.json names the embeddings
     try:
-        arguments = textorch_arguments(sys.argv[1:], Path(__file__).resolve(){parents})
+        arguments = textorch_arguments(sys.argv[1:], bridge)
     except TextorchError as exc:
         print(f"grobidTagger.py: error: {exc}", file=sys.stderr)
         sys.exit(2)
     sys.exit(main(arguments))
 '''
 
+_PACKAGE = '''{marker}: a forwarding package; the code is textorch.tagging.delft.
+"""DeLFT's names for GROBID, answered by textorch (see docs/grobid.md)."""
+try:
+    import textorch  # noqa: F401
+except ImportError as exc:  # GROBID's interpreter (JEP) runs no .pth hook: an editable install is not seen
+    raise ImportError(f"this Python cannot import textorch ({exc}); inside GROBID an editable install "
+                      "(pip install -e) is invisible: install textorch with a regular pip install, or put it on "
+                      "PYTHONPATH (see textorch's docs/grobid.md)") from None
+'''
+
 FILES = {
-    "delft/__init__.py": '{marker}: a forwarding package; the code is textorch.tagging.delft.\n'
-                         '"""DeLFT\'s names for GROBID, answered by textorch (see docs/grobid.md)."""\n',
+    "delft/__init__.py": _PACKAGE,
     "delft/utilities/__init__.py": "{marker}\n",
     "delft/utilities/Embeddings.py": "{marker}\nfrom textorch.tagging.delft.embeddings import Embeddings  # noqa: F401\n",
     "delft/sequenceLabelling/__init__.py": "{marker}\nfrom textorch.tagging.delft.facade import Sequence  # noqa: F401\n",
