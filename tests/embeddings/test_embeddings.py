@@ -163,7 +163,7 @@ def test_malformed_line_names_file_and_line(
     assert str(info.value).startswith(f"{path}:{line}: ")
     assert fragment in str(info.value)
     # The failed build left nothing behind: no cache, no temporary folder.
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert list((tmp_path / "cache" / "embeddings").iterdir()) == []
 
 
 def test_truncated_binary_is_a_data_error(tmp_path: Path) -> None:
@@ -184,7 +184,7 @@ def test_cache_is_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     vectors = _vectors(WORDS)
     path = write_glove(tmp_path / "v.txt", vectors)
     open_embeddings(str(path)).close()
-    entries = list((tmp_path / "cache").iterdir())
+    entries = list((tmp_path / "cache" / "embeddings").iterdir())
     assert [e.name for e in entries] == [f"{fingerprint_file(path)}.v{cache_mod.CACHE_VERSION}"]
 
     def must_not_parse(self: object) -> None:
@@ -206,7 +206,7 @@ def test_changed_file_gets_new_fingerprint_and_cache(tmp_path: Path) -> None:
     with open_embeddings(str(path)) as emb:
         assert emb.fingerprint != first
         _check_all(emb, new)
-    assert len(list((tmp_path / "cache").iterdir())) == 2
+    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 2
 
 
 def test_fingerprint_reads_both_ends_and_ignores_location(tmp_path: Path) -> None:
@@ -235,19 +235,31 @@ def test_cache_never_beside_read_only_source(tmp_path: Path) -> None:
         with open_embeddings(str(path)) as emb:
             assert emb.lookup(["the"])[1].all()
         assert sorted(p.name for p in source_dir.iterdir()) == ["v.txt"]
-        assert len(list((tmp_path / "cache").iterdir())) == 1
+        assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 1
     finally:
         source_dir.chmod(0o755)
 
 
 def test_cache_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One cache root (argument, else $TEXTORCH_CACHE_DIR, else ~/.cache/textorch), vectors under embeddings/."""
     path = write_glove(tmp_path / "v.txt", _vectors(WORDS))
     open_embeddings(str(path), cache_dir=tmp_path / "explicit").close()
-    assert len(list((tmp_path / "explicit").iterdir())) == 1
+    assert [p.name for p in (tmp_path / "explicit").iterdir()] == ["embeddings"]
+    assert len(list((tmp_path / "explicit" / "embeddings").iterdir())) == 1
     monkeypatch.delenv("TEXTORCH_CACHE_DIR")
+    assert cache_mod.resolve_cache_dir() == tmp_path / "home/.cache/textorch"
     open_embeddings(str(path)).close()
     assert len(list((tmp_path / "home/.cache/textorch/embeddings").iterdir())) == 1
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_cache_where_earlier_releases_built_it_is_reused(tmp_path: Path) -> None:
+    path = write_glove(tmp_path / "v.txt", _vectors(WORDS))
+    open_embeddings(str(path), cache_dir=tmp_path / "built").close()
+    (tmp_path / "built" / "embeddings").rename(tmp_path / "earlier")  # the layout under an older --cache-dir
+    with open_embeddings(str(path), cache_dir=tmp_path / "earlier") as emb:
+        assert emb.lookup(["the"])[1].tolist() == [True]
+    assert not (tmp_path / "earlier" / "embeddings").exists()
 
 
 def test_map_grows_when_the_guess_is_too_small(
@@ -280,7 +292,7 @@ def test_losing_a_build_race_discards_own_copy(
     with open_embeddings(str(path)) as emb:
         _check_all(emb, vectors)
     assert outcomes == [False]
-    assert len(list((tmp_path / "cache").iterdir())) == 1  # loser's temp folder removed
+    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 1  # loser's temp folder removed
 
 
 def test_two_processes_build_the_same_cache(tmp_path: Path) -> None:
@@ -308,7 +320,7 @@ def test_two_processes_build_the_same_cache(tmp_path: Path) -> None:
     for out in outputs:
         count, total = out.split()
         assert int(count) == 2 and float(total) == pytest.approx(expected, rel=1e-5)
-    assert len(list((tmp_path / "cache").iterdir())) == 1
+    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 1
 
 
 def test_memo_stays_bounded(tmp_path: Path) -> None:

@@ -21,9 +21,11 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("source", metavar="SRC", help="DeLFT model directory (config.json, preprocessor.json, weights)")
     p.add_argument("output", metavar="OUT", help="textorch model directory to write (replaced if present)")
     p.add_argument("--embeddings", default=None,
-                   help="the model's word vectors: a file or a registry name (default: DeLFT's embeddings name)")
+                   help="the model's word vectors: a file or a registry name (default: DeLFT's embeddings name, "
+                        "looked up as every name is, docs/sequence-labelling.md)")
     p.add_argument("--input-format", choices=["conll", "grobid"], default=None,
-                   help="what `seq tag` reads (default: grobid for _FEATURES models, else conll)")
+                   help="what `seq tag` reads (default: grobid for _FEATURES models and models with GROBID "
+                        "labels such as B-<date>, else conll)")
     p.add_argument("--n-features", type=int, default=None,
                    help="feature columns of the GROBID input (default: up to the last column the model uses)")
     p.set_defaults(run=_import)

@@ -71,5 +71,6 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="model directory (a tagger or a text classifier)")
     p.add_argument("--output", default=None, help="export directory, replaced atomically (default: MODEL/onnx)")
     p.add_argument("--quantize", action="store_true", help="also write model.int8.onnx (dynamic int8 quantisation)")
-    p.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
+    p.add_argument("--cache-dir", default=None, help="textorch's cache root, holding embeddings/ and delft-imports/ "
+                        "(default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch)")
     p.set_defaults(run=_export_onnx)

@@ -31,7 +31,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads per process (default: torch's choice; with --devices N, cores / N)")
     parser.add_argument("--cache-dir", default=None,
-                        help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
+                        help="textorch's cache root, holding embeddings/ and delft-imports/ "
+                        "(default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch)")
     add_distributed_options(parser)
 
 

@@ -56,5 +56,6 @@ def register(groups: argparse._SubParsersAction) -> None:
                         help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch or ONNX Runtime (default: their choice)")
     add_engine_options(p, with_onnx_dir=False, engine="auto")  # a server's requests are small
-    p.add_argument("--cache-dir", default=None, help="embeddings cache directory (default: $TEXTORCH_CACHE_DIR or ~/.cache/textorch)")
+    p.add_argument("--cache-dir", default=None, help="textorch's cache root, holding embeddings/ and delft-imports/ "
+                        "(default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch)")
     p.set_defaults(run=_serve)

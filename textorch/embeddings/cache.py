@@ -40,6 +40,7 @@ CACHE_VERSION = 1
 """Bump when the stored layout or the parsing rules change, so old caches are not reused."""
 
 ENV_CACHE_DIR = "TEXTORCH_CACHE_DIR"
+EMBEDDINGS_FOLDER = "embeddings"
 
 _VECTORS_DB = b"vectors"
 _META_DB = b"meta"
@@ -51,13 +52,22 @@ _TEMP_PREFIX = ".tmp-"
 
 
 def resolve_cache_dir(cache_dir: str | Path | None = None) -> Path:
-    """Explicit argument, else ``$TEXTORCH_CACHE_DIR``, else ``~/.cache/textorch/embeddings``."""
+    """textorch's cache root: explicit argument, else ``$TEXTORCH_CACHE_DIR``, else ``~/.cache/textorch``.
+
+    Everything textorch caches lives under it, one folder per kind: ``embeddings/`` (these
+    vector caches) and ``delft-imports/`` (DeLFT models converted on load).
+    """
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
     from_env = os.environ.get(ENV_CACHE_DIR)
     if from_env:
         return Path(from_env).expanduser()
-    return Path.home() / ".cache" / "textorch" / "embeddings"
+    return Path.home() / ".cache" / "textorch"
+
+
+def embeddings_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """Where vector caches are built: ``embeddings/`` under the cache root."""
+    return resolve_cache_dir(cache_dir) / EMBEDDINGS_FOLDER
 
 
 def cache_path(root: Path, fingerprint: str) -> Path:

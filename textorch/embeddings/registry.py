@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from textorch.embeddings.delft_registry import bridge_registry, delft_registry_path, registry_entry
 from textorch.errors import ConfigError
 
 ENV_REGISTRY = "TEXTORCH_EMBEDDINGS_REGISTRY"
@@ -89,12 +90,22 @@ def _parse_entry(registry: Path, index: int, entry: Any) -> EmbeddingSource:
     return EmbeddingSource(name, resolved, dim, lang if isinstance(lang, str) else None)
 
 
-def resolve_spec(spec: str, registry: str | Path | None = None) -> EmbeddingSource:
-    """An existing file wins without reading the registry (a broken registry must not block
-    explicit paths); otherwise the spec must be a registry name."""
+def resolve_spec(spec: str, registry: str | Path | None = None,
+                 delft_registry: str | Path | None = None) -> EmbeddingSource:
+    """The one rule for every path that names vectors (training, loading, DeLFT imports, the bridge).
+
+    An existing file wins without reading any registry (a broken registry must not block
+    explicit paths). A name is then looked up in DeLFT's registry (``delft_registry``, else the
+    one of the textorch bridge this process runs in, see :mod:`.delft_registry`), then in
+    textorch's (``registry``, else ``$TEXTORCH_EMBEDDINGS_REGISTRY``, else the default file).
+    """
     as_path = Path(spec).expanduser()
     if as_path.is_file():
         return EmbeddingSource(as_path.name, as_path.resolve())
+    delft = Path(delft_registry) if delft_registry is not None else bridge_registry()
+    listed = delft_registry_path(spec, delft) if delft is not None else None
+    if listed is not None:
+        return EmbeddingSource(spec, listed.resolve())
     location = registry_location(registry)
     known = load_registry(location) if location is not None else {}
     if spec in known:
@@ -104,6 +115,12 @@ def resolve_spec(spec: str, registry: str | Path | None = None) -> EmbeddingSour
                 f"embeddings {spec!r} from registry {location}: file {source.path} not found"
             )
         return source
+    if delft is not None:
+        state = "which does not list it" if delft.is_file() else "no such file yet"
+        raise ConfigError(
+            f"embeddings {spec!r} are in no registry: add {registry_entry(spec)} to the \"embeddings\" list "
+            f"of the DeLFT registry {delft} ({state}), or of textorch's registry {location or textorch_registry_file()}"
+        )
     names = ", ".join(sorted(known)) or "none"
     where = f"registry {location}" if location is not None else "no registry found"
     raise ConfigError(
@@ -112,3 +129,10 @@ def resolve_spec(spec: str, registry: str | Path | None = None) -> EmbeddingSour
         f"or 'none'; registries are set with ${ENV_REGISTRY} or "
         f"{default_registry_path()}"
     )
+
+
+def textorch_registry_file() -> str:
+    """Where textorch's registry is read, as a message names it."""
+    if os.environ.get(ENV_REGISTRY):
+        return f"{os.environ[ENV_REGISTRY]} (${ENV_REGISTRY})"
+    return f"{default_registry_path()} (or set ${ENV_REGISTRY})"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from textorch.embeddings.cache import VectorStore, ensure_cache, resolve_cache_dir
+from textorch.embeddings.cache import VectorStore, cache_path, embeddings_cache_dir, ensure_cache, resolve_cache_dir
 from textorch.embeddings.registry import resolve_spec
 from textorch.embeddings.vector_files import FileFormat, VectorFileReader, fingerprint_file, sniff_format
 from textorch.errors import ConfigError
@@ -148,11 +148,14 @@ def open_embeddings(
             f"{source.path} has dim {fmt.dim}"
         )
     fingerprint = fingerprint_file(source.path)
-    location = ensure_cache(
+    # a cache built where earlier releases put it (directly under a $TEXTORCH_CACHE_DIR or
+    # --cache-dir) is used where it is rather than built again
+    earlier = cache_path(resolve_cache_dir(cache_dir), fingerprint)
+    location = earlier if earlier.is_dir() else ensure_cache(
         source.path,
         fmt,
         fingerprint,
-        resolve_cache_dir(cache_dir),
+        embeddings_cache_dir(cache_dir),
         lambda: VectorFileReader(source.path, fmt),
     )
     return StaticEmbeddings(source.name, source.path, VectorStore(location))

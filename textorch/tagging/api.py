@@ -73,7 +73,7 @@ class LabelerAPI:
             embeddings: registry name or path of word vectors, or ``"none"``.
             output: model directory to write (must not hold another model).
             device: ``cpu``, ``cuda`` or ``auto``.
-            cache_dir: embeddings cache directory.
+            cache_dir: textorch's cache root (default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch).
             **options: any field of ``ModelConfig``, ``TrainConfig`` or ``DataConfig``
                 (``max_epoch=10``, ``batch_size=16``, ``word_hidden=50``, ``seed=1``...).
 

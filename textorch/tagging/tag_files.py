@@ -12,6 +12,7 @@ import torch
 
 from textorch.data.corpus import Corpus
 from textorch.data.readers import read_conll, read_grobid, read_text
+from textorch.data.tags import is_grobid_label
 from textorch.errors import ConfigError
 from textorch.tagging.labeler import Prediction, SequenceLabeler
 from textorch.train.dist import DistContext
@@ -26,8 +27,22 @@ def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> 
     if input_format == "text":
         return read_text(path)
     if input_format == "grobid":
-        return read_grobid(path, labelled=False, n_features=labeler.n_features)
+        return read_grobid(path, labelled=False, n_features=_grobid_width(path, labeler))
     return read_conll(path, labelled=False)
+
+
+def _grobid_width(path: str, labeler: SequenceLabeler) -> int:
+    """The feature columns of GROBID input: the model's count, or, for a model that reads no
+    feature column and records no count (one imported from DeLFT, which never saw the data), the
+    input's own, from its first line (a last field shaped ``I-<x>`` or ``<x>`` is a gold label).
+    Columns the model does not read are read and ignored."""
+    if labeler.n_features or labeler.encoder.feature_columns:
+        return labeler.n_features
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        fields = next((line.split() for line in lines if line.strip()), [])
+    if not fields:
+        return 0
+    return max(len(fields) - (2 if len(fields) > 1 and is_grobid_label(fields[-1]) else 1), 0)
 
 
 def tag_corpus(

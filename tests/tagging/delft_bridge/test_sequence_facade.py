@@ -178,7 +178,7 @@ def test_embedding_names_go_through_the_bridge_registry_first(tmp_path: Path, mo
     vectors.write_text("june 0.1 0.2\n", encoding="utf-8")
     package = tmp_path / "bridge" / "delft"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("# written by 'textorch grobid-bridge': a forwarding package\n")
     (package / "resources-registry.json").write_text(json.dumps(
         {"embeddings": [{"name": "glove-840B", "path": str(vectors)}, {"name": "fasttext-crawl", "path": "/no/such"}]}))
     assert resolve_embeddings_name("glove-840B") == "glove-840B"  # no bridge imported: textorch's registry decides

@@ -108,7 +108,7 @@ def test_load_converts_a_delft_directory_once_into_the_cache(tmp_path, cache):
     vectors = open_embeddings(str(FIXTURES / "vectors.txt"))
     labeler = SequenceLabeler.load(source, embeddings=vectors)
     assert labels_of(labeler) == EXPECTED["labels"]["BidLSTM_CRF_FEATURES"]
-    target = converted_dir(source)
+    target = converted_dir(source, embeddings=vectors)
     assert target.parent.parent == cache and (target / "config.json").is_file()
     stamp = (target / "config.json").stat().st_mtime_ns
     SequenceLabeler.load(source, embeddings=vectors)

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textorch.embeddings.delft_registry import BRIDGE_MARKER as MARKER
 from textorch.errors import ConfigError
-
-MARKER = "# written by 'textorch grobid-bridge'"
-"""First line of every file written, so that a rerun may replace them and nothing else."""
 
 _SCRIPT = '''{marker}: DeLFT's grobidTagger.py command line, run by textorch.
 import sys
@@ -27,8 +25,11 @@ from textorch.errors import TextorchError
 from textorch.tagging.delft.grobid_tagger import textorch_arguments
 
 if __name__ == "__main__":
+    bridge = Path(__file__).resolve(){parents}
+    sys.path.insert(0, str(bridge))
+    import delft  # noqa: F401  this bridge's package: its resources-registry.json names the embeddings
     try:
-        arguments = textorch_arguments(sys.argv[1:], Path(__file__).resolve(){parents})
+        arguments = textorch_arguments(sys.argv[1:], bridge)
     except TextorchError as exc:
         print(f"grobidTagger.py: error: {exc}", file=sys.stderr)
         sys.exit(2)

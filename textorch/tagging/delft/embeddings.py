@@ -3,54 +3,32 @@
 A DeLFT installation names its vectors in ``delft/resources-registry.json``
 (``{"embeddings": [{"name": "glove-840B", "path": "/data/glove.840B.300d.txt", ...}]}``). A
 bridge directory may hold that same file: its names are then looked up there first, so a
-grobid.yaml written for DeLFT keeps working; other names go to textorch's own registry
-(:mod:`textorch.embeddings.registry`).
+grobid.yaml written for DeLFT keeps working; other names go to textorch's own registry. The rule
+is :func:`textorch.embeddings.registry.resolve_spec`'s, the same for training, loading and
+DeLFT imports.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
+from textorch.embeddings.delft_registry import REGISTRY_FILE, bridge_registry, delft_registry_path
 from textorch.errors import ConfigError
 
-REGISTRY_FILE = "resources-registry.json"
-
-
-def bridge_registry() -> Path | None:
-    """``delft/resources-registry.json`` beside the imported ``delft`` package, if there is one."""
-    module = sys.modules.get("delft")
-    location = getattr(module, "__file__", None)
-    if not location:
-        return None
-    path = Path(location).parent / REGISTRY_FILE
-    return path if path.is_file() else None
+__all__ = ["REGISTRY_FILE", "Embeddings", "resolve_embeddings_name"]
 
 
 def resolve_embeddings_name(name: str | None, registry: str | Path | None = None) -> str:
     """The textorch embeddings spec of a DeLFT embeddings name: a file path, a textorch name, or ``none``.
 
     ``registry`` is a DeLFT registry file (default: the bridge's). A name it lists must point
-    at an existing file; a name it does not list is handed to textorch's registry as it is.
+    at an existing file; a name it does not list is handed on as it is (to textorch's registry).
     """
     if not name:
         return "none"
     path = Path(registry) if registry is not None else bridge_registry()
-    if path is None:
-        return name
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8")).get("embeddings") or []
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
-        raise ConfigError(f"cannot read the DeLFT registry {path}: {exc}") from None
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("name") == name:
-            file = entry.get("path")
-            if not isinstance(file, str) or not Path(file).expanduser().is_file():
-                raise ConfigError(f"embeddings {name!r} of the DeLFT registry {path}: file {file!r} not found "
-                                  "(textorch reads local vector files only)")
-            return str(Path(file).expanduser())
-    return name
+    found = delft_registry_path(name, path) if path is not None else None
+    return str(found) if found is not None else name
 
 
 class Embeddings:

@@ -19,13 +19,14 @@ from textorch.data.features import require_feature_columns
 from textorch.data.splits import cut_long_sequences
 from textorch.data.tags import conll_tag_error
 from textorch.data.tokenize import tokenize
-from textorch.errors import ConfigError, DataError, ModelFormatError
+from textorch.errors import ConfigError, DataError, ModelFormatError, TextorchError
 from textorch.models.architectures import get_architecture
 from textorch.tagging.delft.options import (
     DelftModelConfig,
     model_config_from,
     textorch_configs,
 )
+from textorch.tagging.delft.progress import training_progress
 from textorch.tagging.labeler import Prediction, SequenceLabeler
 
 logger = logging.getLogger(__name__)
@@ -45,13 +46,25 @@ class Sequence:
         self.labeler: SequenceLabeler | None = None
         self.model_dir: Path | None = None
         """The directory the model was loaded from or saved to (what incremental training continues)."""
+        self.load_error: str | None = None
+        """Why the last ``load`` failed: GROBID never reads that exception, so every later call repeats it."""
 
     # ------------------------------------------------------------------ loading and saving
     def load(self, dir_path: str | Path = DEFAULT_MODELS_DIR, weight_file: str | None = None) -> None:
         """Load ``<dir_path>/<model_name>/``, or ``dir_path`` itself when it is the model directory.
 
         A DeLFT model directory is converted first (see :func:`textorch.tagging.delft_import.importer.converted_dir`).
+        A failure is also logged, once: GROBID's JEP thread pool drops the exception itself.
         """
+        try:
+            self._load(dir_path)
+        except (TextorchError, OSError) as exc:
+            self.load_error = str(exc)
+            logger.error("load() of %r failed: %s", self.model_config.model_name, exc)
+            raise
+        self.load_error = None
+
+    def _load(self, dir_path: str | Path) -> None:
         name = self.model_config.model_name
         directory = Path(dir_path) / name
         if not directory.is_dir():
@@ -83,7 +96,9 @@ class Sequence:
 
     def _loaded(self) -> SequenceLabeler:
         if self.labeler is None:
-            raise OSError(f"Could not find a model: call load() or train() on {self.model_config.model_name!r} first")
+            cause = f" (load() failed: {self.load_error})" if self.load_error else ""
+            raise OSError(f"Could not find a model: call load() or train() on {self.model_config.model_name!r} "
+                          f"first{cause}")
         return self.labeler
 
     # ------------------------------------------------------------------ tagging
@@ -185,9 +200,10 @@ class Sequence:
         from textorch.tagging.training import train_corpora
         from textorch.train.dist import DistContext, resolve_device
 
-        outcome = train_corpora(train, None, model, train_config, data, valid,
-                                input_model=str(self.model_dir) if incremental else None,
-                                device=resolve_device("auto", DistContext()))
+        with training_progress():
+            outcome = train_corpora(train, None, model, train_config, data, valid,
+                                    input_model=str(self.model_dir) if incremental else None,
+                                    device=resolve_device("auto", DistContext()))
         self.labeler = outcome.labeler
         self._describe(self.labeler)
 

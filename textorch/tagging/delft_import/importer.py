@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from textorch.data.encoding import SequenceEncoder
+from textorch.data.tags import is_grobid_label
 from textorch.data.vocab import PAD, UNK, Vocabulary
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.tagging.config import DataConfig, ModelConfig
@@ -46,6 +47,8 @@ from textorch.tagging.delft_import.weights import (
 CONFIG_FILE = "config.json"
 PREPROCESSOR_FILE = "preprocessor.json"
 WEIGHT_FILES = ("model.safetensors", "model_weights.pt", "model_weights.hdf5")
+DELFT_IMPORTS_FOLDER = "delft-imports"
+"""Converted DeLFT models, under textorch's cache root (beside ``embeddings/``)."""
 
 # DeLFT architecture -> (char encoder, casing, features, word-level layers, dense layer, output layer)
 _LAYOUTS: dict[str, tuple[str, bool, bool, list[str], str | None, str]] = {
@@ -132,6 +135,13 @@ def _layout(architecture: str, config: dict, state: dict[str, torch.Tensor]) -> 
     return Layout(int(width), chars, casing, features, recurrent, dense, output)
 
 
+def _from_grobid(tags: list[str]) -> bool:
+    """Whether the labels are GROBID's (``B-<date>``, ``I-<title>``): the model reads GROBID
+    lines then, feature columns it does not use included, and answers in GROBID's label style."""
+    names = [tag[2:] for tag in tags if tag[1:2] == "-"]
+    return bool(names) and all(is_grobid_label(name) for name in names)
+
+
 def _indexed(vocab: dict[str, int], where: str) -> list[str]:
     """Items of a DeLFT vocabulary (item -> index) in index order; the indices must be 0..n-1."""
     items: list[str | None] = [None] * len(vocab)
@@ -166,21 +176,41 @@ def _feature_vocabularies(preprocessor: dict) -> tuple[list[int], list[Vocabular
     return columns, vocabularies, rows
 
 
-def _open_embeddings(spec: Any, config: dict) -> Any:
+def _open_embeddings(spec: Any, config: dict, src_dir: Path) -> Any:
     """The word vectors for the imported model: ``spec`` (an opened source, a path or a
-    registry name), else DeLFT's embeddings name looked up in textorch's registry."""
+    name), else DeLFT's embeddings name, resolved by the one rule of
+    :func:`textorch.embeddings.registry.resolve_spec` (the bridge's DeLFT registry included)."""
     if spec is not None and not isinstance(spec, (str, Path)):
         return spec
     from textorch.embeddings import open_embeddings
 
-    name = str(spec) if spec is not None else config.get("embeddings_name")
+    name = _vectors_name(spec, config)
     if not name:
         raise ConfigError("the DeLFT model takes word vectors but names none: give them with --embeddings PATH")
     try:
         return open_embeddings(name)
     except ConfigError as exc:
-        raise ConfigError(f"the DeLFT model uses the word embeddings {config.get('embeddings_name')!r}: give "
-                          f"their vectors file (--embeddings PATH) or register that name ({exc})") from None
+        raise _unresolved(spec, config, exc, src_dir) from None
+
+
+def _vectors_name(spec: Any, config: dict) -> str | None:
+    """The vectors asked for: ``spec`` (a path or a name), else DeLFT's embeddings name."""
+    return str(spec) if spec is not None else config.get("embeddings_name")
+
+
+def _unresolved(spec: Any, config: dict, cause: ConfigError, src_dir: Path) -> ConfigError:
+    """The error of vectors not found, worded for where the model is loaded: inside a bridge
+    (GROBID: no command line, a registry to write) or from textorch's commands. Vectors the
+    caller named (``spec``) keep the error about that name."""
+    from textorch.embeddings.delft_registry import bridge_registry
+
+    if spec is not None:
+        return cause
+    where = src_dir.absolute()
+    if bridge_registry() is not None:
+        return ConfigError(f"DeLFT model {where}: {cause}")
+    return ConfigError(f"DeLFT model {where} uses the word embeddings {config.get('embeddings_name')!r}: {cause}. "
+                       f"Or convert it once with its vectors file: textorch import-delft {where} OUT --embeddings PATH")
 
 
 def _bert_tagger(src_dir: Path, config: dict, preprocessor: dict, state: dict[str, torch.Tensor],
@@ -210,7 +240,7 @@ def _bert_tagger(src_dir: Path, config: dict, preprocessor: dict, state: dict[st
     except RuntimeError as exc:
         raise ModelFormatError(f"{src_dir}: the DeLFT weights do not fit BERT_CRF ({exc})") from None
     model.eval()
-    input_format = input_format or "conll"
+    input_format = input_format or ("grobid" if _from_grobid(tags) else "conll")
     data_config = DataConfig(format=input_format, embeddings="none", word_lookup="delft")
     return TaggerParts(encoder, model, model_config, data_config, None, input_format, 0, transformer=parts)
 
@@ -250,11 +280,11 @@ def build_tagger(src_dir: str | Path, embeddings: Any = None, input_format: str 
     )
     vectors = None
     if layout.word_dim:
-        vectors = _open_embeddings(embeddings, config)
+        vectors = _open_embeddings(embeddings, config, Path(src_dir))
         if vectors.dim != layout.word_dim:
             raise ConfigError(f"the DeLFT model takes word vectors of {layout.word_dim} dimensions, "
                               f"{getattr(vectors, 'name', 'the embeddings given')} have {vectors.dim}")
-    input_format = input_format or ("grobid" if layout.features else "conll")
+    input_format = input_format or ("grobid" if layout.features or _from_grobid(tags) else "conll")
     n_features = n_features if n_features is not None else (max(columns) + 1 if columns else 0)
     data_config = DataConfig(format=input_format, embeddings=getattr(vectors, "name", None) or "none",
                              word_lookup="delft")
@@ -272,9 +302,10 @@ def convert_delft_model(src_dir: str | Path, out_dir: str | Path, embeddings: An
                         input_format: str | None = None, n_features: int | None = None) -> Path:
     """Write the textorch model directory of the DeLFT model at ``src_dir`` to ``out_dir``
     (atomically; ``src_dir`` is only read). ``embeddings``: the word vectors (an opened
-    source, a path or a registry name; default DeLFT's embeddings name in textorch's
-    registry). ``input_format``/``n_features``: what ``seq tag`` reads (default: GROBID with
-    columns up to the last one used for ``_FEATURES`` models, else CoNLL)."""
+    source, a path or a name; default DeLFT's embeddings name, resolved by
+    :func:`textorch.embeddings.registry.resolve_spec`). ``input_format``/``n_features``: what
+    ``seq tag`` reads (default: GROBID for ``_FEATURES`` models, with columns up to the last one
+    used, and for models with GROBID labels, with any columns; else CoNLL)."""
     return write_tagger_dir(out_dir, build_tagger(src_dir, embeddings, input_format, n_features))
 
 
@@ -293,12 +324,38 @@ def source_digest(src_dir: str | Path) -> str:
     return digest.hexdigest()
 
 
+IMPORT_VERSION = 1
+"""Part of a converted model's cache key: bump when a conversion rule changes."""
+
+
 def converted_dir(src_dir: str | Path, cache_dir: str | Path | None = None, embeddings: Any = None) -> Path:
-    """The textorch directory of a DeLFT model, converted once into the cache (keyed by the
-    source files' hash) and reused; what ``seq tag --model DELFT_DIR`` loads."""
+    """The textorch directory of a DeLFT model, converted once into the cache and reused; what
+    ``seq tag --model DELFT_DIR`` and the bridge's ``load`` read.
+
+    The key covers everything the conversion reads: the DeLFT files and the identity of the
+    word vectors the embeddings name resolves to now (their content fingerprint), so a name
+    pointed at other vectors gets a new conversion, never the old one.
+    """
     from textorch.embeddings.cache import resolve_cache_dir
 
-    target = resolve_cache_dir(cache_dir) / "delft-imports" / source_digest(src_dir)[:32]
+    key = f"{IMPORT_VERSION}\0{source_digest(src_dir)}\0{_vectors_identity(src_dir, embeddings)}"
+    target = resolve_cache_dir(cache_dir) / DELFT_IMPORTS_FOLDER / hashlib.sha256(key.encode()).hexdigest()[:32]
     if not (target / CONFIG_FILE).is_file():
         convert_delft_model(src_dir, target, embeddings)
     return target
+
+
+def _vectors_identity(src_dir: str | Path, embeddings: Any) -> str:
+    """The content fingerprint of the vectors a conversion of ``src_dir`` would read ("none": none)."""
+    if embeddings is not None and not isinstance(embeddings, (str, Path)):
+        return str(getattr(embeddings, "fingerprint", None) or id(embeddings))
+    config = json.loads((Path(src_dir) / CONFIG_FILE).read_text(encoding="utf-8"))
+    name = _vectors_name(embeddings, config)
+    if not name or str(config.get("architecture", "")).startswith("BERT"):  # DeLFT's transformers take none
+        return "none"
+    from textorch.embeddings import fingerprint_file, resolve_spec
+
+    try:
+        return fingerprint_file(resolve_spec(name).path)
+    except ConfigError as exc:
+        raise _unresolved(embeddings, config, exc, Path(src_dir)) from None
