@@ -115,7 +115,8 @@ def _build(java_home: Path, target: Path) -> None:
         raise Unavailable(f"building {JEP_REQUIREMENT} took over {BUILD_TIMEOUT_S} s") from None
     if done.returncode != 0 or not (partial / "jep" / "libjep.so").is_file():
         shutil.rmtree(partial, ignore_errors=True)
-        tail = (done.stderr or done.stdout).strip()[-1500:]
+        lines = [x.strip() for x in (done.stderr + done.stdout).splitlines() if x.strip() and "WARNING" not in x]
+        tail = " | ".join(lines[-6:])[-1500:]
         raise Unavailable(f"{JEP_REQUIREMENT} could not be built against {java_home} for {sys.executable} "
                           f"(it needs the JDK's headers and Python's, and {JEP_REQUIREMENT} from the package "
                           f"index): {tail}")

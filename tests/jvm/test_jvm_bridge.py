@@ -86,7 +86,7 @@ def _unlabelled_sequences(path: Path) -> list[list[str]]:
     return sequences + ([current] if current else [])
 
 
-def _delft_made_model(models: Path) -> tuple[list[list[str]], Path]:
+def _delft_made_model(models: Path) -> list[list[str]]:
     """The DeLFT fixture as ``models/date-BidLSTM_CRF`` (DeLFT's files, its weights rebuilt), and
     its tagging input as GROBID lines."""
     from safetensors.numpy import save_file
@@ -101,18 +101,26 @@ def _delft_made_model(models: Path) -> tuple[list[list[str]], Path]:
     expected = json.loads((DELFT_FIXTURES / "expected.json").read_text(encoding="utf-8"))
     lines = [[" ".join([token, *row]) for token, row in zip(tokens, rows)]
              for tokens, rows in zip(expected["tokens"], expected["features"])]
-    return lines, target
+    return lines
 
 
 @pytest.fixture(scope="module")
-def jvm_run(tmp_path_factory: pytest.TempPathFactory) -> JvmRun:
+def jvm_run(tmp_path_factory: pytest.TempPathFactory):
+    """The JVM's run, textorch's cache (DeLFT model conversions) kept in the module's folder,
+    for the JVM's processes and for this one's training and tagging."""
+    with pytest.MonkeyPatch.context() as env:
+        root = tmp_path_factory.mktemp("jvm")
+        env.setenv("TEXTORCH_CACHE_DIR", str(root / "cache"))
+        yield _run_jvm(root)
+
+
+def _run_jvm(root: Path) -> JvmRun:
     try:
         found, _ = jvm_tools.jvm(build=True)
     except jvm_tools.Unavailable as exc:
         pytest.skip(f"JVM test: {exc}")
     if importlib.util.find_spec("delft") is not None:
         pytest.skip("a real DeLFT is importable here: the bridge's delft package would not be the one imported")
-    root = tmp_path_factory.mktemp("jvm")
     classes = root / "classes"
     subprocess.run([str(found.javac), "-cp", str(found.jar), "-d", str(classes), str(HERE / "GrobidCalls.java")],
                    check=True, capture_output=True, timeout=120)
@@ -124,7 +132,7 @@ def jvm_run(tmp_path_factory: pytest.TempPathFactory) -> JvmRun:
     assert main(["grobid", model, "train", "--input", str(train), "--output", str(models / f"{model}-{architecture}"),
                  "--architecture", architecture, "--max-epoch", "5"]) == 0
 
-    delft_lines, _ = _delft_made_model(models)
+    delft_lines = _delft_made_model(models)
     vectors = shutil.copy(DELFT_FIXTURES / "vectors.txt", root / "vectors-6d.txt")
     delft_config = json.loads((DELFT_FIXTURES / DELFT_MADE[1] / "config.json").read_text(encoding="utf-8"))
     # the user's DeLFT registry, copied into the bridge as docs/grobid.md says
@@ -146,7 +154,7 @@ def jvm_run(tmp_path_factory: pytest.TempPathFactory) -> JvmRun:
            "PYTHONPATH": os.pathsep.join(filter(None, [TEXTORCH_ROOT, os.environ.get("PYTHONPATH")])),
            "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [jvm_tools.python_library_dir(),
                                                             os.environ.get("LD_LIBRARY_PATH")])),
-           "TEXTORCH_CACHE_DIR": str(root / "cache"), "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1"}
     command = [str(found.java), "-cp", os.pathsep.join([str(classes), str(found.jar)]),
                f"-Djava.library.path={found.jep_package}", f"-Dgrobid.bridge={bridge}", f"-Dgrobid.models={models}",
                f"-Dpython.paths={os.pathsep.join(python_paths)}", "GrobidCalls", str(out), *steps]
