@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 
 import torch
@@ -32,17 +33,24 @@ def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> 
 
 
 def _grobid_width(path: str, labeler: SequenceLabeler) -> int:
-    """The feature columns of GROBID input: the model's count, or, for a model that reads no
-    feature column and records no count (one imported from DeLFT, which never saw the data), the
-    input's own, from its first line (a last field shaped ``I-<x>`` or ``<x>`` is a gold label).
-    Columns the model does not read are read and ignored."""
-    if labeler.n_features or labeler.encoder.feature_columns:
+    """The feature columns of GROBID input: the model's count, or, for a GROBID model that reads
+    no feature column and records no count (one imported from DeLFT, which never saw the data),
+    the input's own, from its first line (a last field shaped ``I-<x>`` or ``<x>`` is a gold
+    label). Columns the model does not read are read and ignored."""
+    if labeler.n_features or labeler.encoder.feature_columns or labeler.input_format != "grobid":
         return labeler.n_features
-    with open(path, encoding="utf-8", errors="replace") as lines:
-        fields = next((line.split() for line in lines if line.strip()), [])
-    if not fields:
-        return 0
+    fields = _first_fields(path)
     return max(len(fields) - (2 if len(fields) > 1 and is_grobid_label(fields[-1]) else 1), 0)
+
+
+def _first_fields(path: str) -> list[str]:
+    """The fields of the first non-blank line; none when unreadable (the reader then names the problem)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
+            return next((line.split() for line in lines if line.strip()), [])
+    except OSError:
+        return []
 
 
 def tag_corpus(

@@ -200,3 +200,14 @@ def test_facade_training_shows_its_epochs_where_nothing_set_logging_up(
     err = capsys.readouterr().err
     assert "epoch 1/2" in err and "epoch 2/2" in err
     assert package.handlers == [] and package.level == logging.NOTSET  # nothing left behind
+
+
+@pytest.mark.processes
+def test_a_python_that_cannot_see_textorch_is_told_why_at_the_bridge(isolated: Path) -> None:
+    """GROBID's interpreter runs no .pth hook, so an editable install is not seen: the bridge says so."""
+    write_bridge(isolated / "bridge")
+    done = subprocess.run([sys.executable, "-S", "-E", "-c", "import delft"], cwd=isolated / "bridge",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert ("ImportError: this Python cannot import textorch (No module named 'textorch'); inside GROBID an "
+            "editable install (pip install -e) is invisible") in done.stderr

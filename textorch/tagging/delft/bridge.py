@@ -36,9 +36,18 @@ if __name__ == "__main__":
     sys.exit(main(arguments))
 '''
 
+_PACKAGE = '''{marker}: a forwarding package; the code is textorch.tagging.delft.
+"""DeLFT's names for GROBID, answered by textorch (see docs/grobid.md)."""
+try:
+    import textorch  # noqa: F401
+except ImportError as exc:  # GROBID's interpreter (JEP) runs no .pth hook: an editable install is not seen
+    raise ImportError(f"this Python cannot import textorch ({exc}); inside GROBID an editable install "
+                      "(pip install -e) is invisible: install textorch with a regular pip install, or put it on "
+                      "PYTHONPATH (see textorch's docs/grobid.md)") from None
+'''
+
 FILES = {
-    "delft/__init__.py": '{marker}: a forwarding package; the code is textorch.tagging.delft.\n'
-                         '"""DeLFT\'s names for GROBID, answered by textorch (see docs/grobid.md)."""\n',
+    "delft/__init__.py": _PACKAGE,
     "delft/utilities/__init__.py": "{marker}\n",
     "delft/utilities/Embeddings.py": "{marker}\nfrom textorch.tagging.delft.embeddings import Embeddings  # noqa: F401\n",
     "delft/sequenceLabelling/__init__.py": "{marker}\nfrom textorch.tagging.delft.facade import Sequence  # noqa: F401\n",
