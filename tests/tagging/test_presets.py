@@ -147,6 +147,22 @@ def test_grobid_date_train_eval_eval_and_tag_on_shared_data(tmp_path: Path, monk
     assert all(label.endswith(">") for label in first["labels"])  # GROBID labels back
 
 
+def test_grobid_default_on_small_data_of_an_unknown_model_trains_on_every_sequence(
+        tmp_path: Path, tiny_grobid: Path, capsys: pytest.CaptureFixture) -> None:
+    """No --architecture: textorch's default, whose rules follow the data. 40 sequences leave 4
+    for validation, too few: they join the training data, and batches of 20 become batches of 1."""
+    output = tmp_path / "model"
+    assert main(["grobid", "caption-like", "train-eval", "--input", str(tiny_grobid), "--max-epoch", "2",
+                 "--output", str(output)]) == 0
+    log = capsys.readouterr().err
+    assert "validation data of 4 sequences is too few to pick an epoch (fewer than 30): training on all 36" in log
+    assert "batch size 1 for 36 training sequences (at least 20 steps an epoch)" in log
+    config = json.loads((output / "config.json").read_text())
+    assert config["model"]["architecture"] == apps.GROBID_DEFAULT_ARCHITECTURE
+    epochs = read_history(output).runs[0].epochs
+    assert len(epochs) == 2 and all(e["valid_score"] is None for e in epochs)
+
+
 def test_grobid_needs_an_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["grobid", "date", "train", "--output", str(tmp_path / "m")]) == 2
     assert "needs --input" in capsys.readouterr().err
