@@ -34,6 +34,7 @@ from runner_common import add_calls_command, grobid_call_rows, read_calls
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
+from textorch.tagging.training import fitted_to_data, split_for_training  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 
@@ -112,7 +113,8 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
     train_config = TrainConfig(seed=args.seed, max_epoch=chosen["max_epoch"], batch_size=chosen["batch_size"],
                                max_sequence_length=chosen["max_sequence_length"], early_stop=chosen["early_stop"],
                                bucket_batches=chosen["bucket_batches"], lr_decay=chosen["lr_decay"],
-                               precision=args.precision)
+                               min_validation_sequences=chosen["min_validation_sequences"],
+                               min_steps_per_epoch=chosen["min_steps_per_epoch"], precision=args.precision)
     data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
     return presets.with_model_defaults(defaults, model_config), train_config, data_config
 
@@ -153,11 +155,16 @@ def cmd_train(args: argparse.Namespace) -> None:
     train_config = _with_train_options(train_config, args.train_option)
     train, valid, test = read_validated(args.train, args.valid, args.test, args.format,
                                         train_config.max_sequence_length)
+    # The rules every training command applies to the data it is given (textorch's own GROBID
+    # default: validation data too small to pick an epoch joins the training data, batch sizes
+    # that give enough steps); a no-op for DeLFT's settings.
+    train, valid, _ = split_for_training(train, valid, test, False, train_config)
+    train_config = fitted_to_data(train_config, len(train), valid is not None)
     started = time.perf_counter()
     embeddings = open_embeddings(data_config.embeddings, cache_dir=args.cache_dir) \
         if data_config.embeddings != "none" else None
     labeler = SequenceLabeler.build(train, model_config, data_config, embeddings, seed=train_config.seed)
-    result = labeler.fit(train, valid, train_config)
+    result = labeler.fit(train, valid if train_config.early_stop else None, train_config)
     whole_s = time.perf_counter() - started
     predictions = labeler.predict(test.sequences, batch_size=64, with_scores=False)
     write_predictions(args.predictions, [s.labels for s in test.sequences], [p.labels for p in predictions])
