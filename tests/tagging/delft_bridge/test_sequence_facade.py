@@ -158,14 +158,15 @@ def test_a_delft_model_is_converted_once_into_the_cache(tmp_path: Path, monkeypa
 
 def test_grobid_tagger_arguments_become_textorch_grobid_ones(tmp_path: Path) -> None:
     models = tmp_path / "models"
-    (models / "date-BidLSTM_CRF").mkdir(parents=True)
+    default = "BidLSTM_CRF_TEMPLATE"  # no --architecture (GROBID's grobid.yaml names none): textorch's GROBID default
+    (models / f"date-{default}").mkdir(parents=True)
     assert textorch_arguments(["date", "train_eval", "--input", "d.train", "--output", str(models), "--max-epoch", "-1",
                                "--batch-size", "5", "--features-indices", "9-15", "--incremental",
                                "--input-model", str(models), "--fold-count", "3", "--early-stop", "false"]) == [
-        "grobid", "date", "train-eval", "--architecture", "BidLSTM_CRF", "--output", str(models / "date-BidLSTM_CRF"),
+        "grobid", "date", "train-eval", "--architecture", default, "--output", str(models / f"date-{default}"),
         "--input", "d.train", "--batch-size", "5", "--fold-count", "3", "--early-stop", "false",
-        "--feature-columns", "9-15", "--incremental", "--input-model", str(models / "date-BidLSTM_CRF")]
-    assert textorch_arguments(["date", "eval", "--input", "d.test"])[5:7] == [
+        "--feature-columns", "9-15", "--incremental", "--input-model", str(models / f"date-{default}")]
+    assert textorch_arguments(["date", "eval", "--input", "d.test", "--architecture", "BidLSTM_CRF"])[5:7] == [
         "--output", "data/models/sequenceLabelling/grobid-date-BidLSTM_CRF"]
     with pytest.raises(ConfigError, match="--use-ELMo"):
         textorch_arguments(["date", "train", "--use-ELMo"])
@@ -198,7 +199,8 @@ def test_grobid_incremental_training_continues_a_model_trained_from_a_file(tmp_p
 
     models = tmp_path / "models"
     assert main(["grobid", "date", "train", "--input", str(write_tiny_grobid(tmp_path / "date.train", n=16)),
-                 "--output", str(models / "date-BidLSTM_CRF"), "--max-epoch", "1", "--early-stop", "false"]) == 0
+                 "--output", str(models / "date-BidLSTM_CRF"), "--architecture", "BidLSTM_CRF", "--max-epoch", "1",
+                 "--early-stop", "false"]) == 0
     x, y, _ = data
     # DeLFTModel.TrainTask with incremental: load the models folder, train in 0.x order, save
     model = Sequence("date-BidLSTM_CRF", max_epoch=1, recurrent_dropout=0.50, use_ELMo=False, architecture="BidLSTM_CRF")

@@ -179,8 +179,9 @@ def test_grobid_tagger_in_the_bridge_reads_the_users_registry(bridge: Path) -> N
         {"embeddings": [{"name": NAME, "path": str(FIXTURES / "vectors.txt")}]}))
     (bridge / "input.grobid").write_text(grobid_lines(gold=False), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([TEXTORCH_ROOT, os.environ.get("PYTHONPATH", "")])}
+    # the architecture grobid.yaml names (without one the bridge would look for textorch's default)
     done = subprocess.run([sys.executable, "delft/applications/grobidTagger.py", "date", "tag", "--input", "input.grobid",
-                           "--output", "models"], cwd=bridge, capture_output=True, text=True, timeout=300, env=env)
+                           "--architecture", "BidLSTM_CRF", "--output", "models"], cwd=bridge, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert [t["labels"] for t in json.loads(done.stdout)["texts"]] == [iob2_to_grobid(LABELS[i]) for i in KEPT]
 
