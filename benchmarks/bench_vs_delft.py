@@ -35,6 +35,7 @@ import bench_data  # noqa: E402
 import delft_env  # noqa: E402
 import f1_bootstrap  # noqa: E402
 import wapiti_peer  # noqa: E402
+import wapiti_runner  # noqa: E402
 from bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
 from common import RESULTS, local_transformer, machine  # noqa: E402
 from runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
@@ -118,16 +119,20 @@ class Runner:
     def run(self, name: str, cmd: list[str], expect_json: bool = True) -> tuple[dict | None, float]:
         """``(payload or None, wall seconds)`` of one process; stderr goes to a log file."""
         log = self.logs / f"{name}.log"
+        cpu_before = wapiti_runner.children_cpu_s()
         started = time.perf_counter()
         with open(log, "w", encoding="utf-8") as err:
             done = subprocess.run(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env)
         wall = time.perf_counter() - started
+        cpu_s = wapiti_runner.children_cpu_s() - cpu_before  # this process alone: the runs are one after another
         lines = [line for line in done.stdout.splitlines() if line.startswith("BENCH_JSON ")]
         if done.returncode != 0 or (expect_json and not lines):
             self.failures.append(f"{name}: exit {done.returncode}, see {log}")
             print(f"  FAILED {name} (exit {done.returncode}); log: {log}", flush=True)
             return None, wall
-        return (json.loads(lines[-1][len("BENCH_JSON "):]) if lines else {}), wall
+        payload = json.loads(lines[-1][len("BENCH_JSON "):]) if lines else {}
+        payload.setdefault("process_cpu_s", cpu_s)
+        return payload, wall
 
     def runner(self, system: str, name: str, args: list[str]) -> tuple[dict | None, float]:
         return self.run(f"{system}-{name}", self.command(system, args))
@@ -365,6 +370,7 @@ def measure_whole_files(r: Runner, jobs: list[dict], files: dict, seed: int, set
                 if payload:
                     measured[system]["wall_s"].append(payload["wall_s"])
                     measured[system]["peak_rss_mb"].append(payload["peak_rss_mb"])
+                    measured[system].setdefault("cpu_s", []).append(payload["cpu_s"])
                     print(f"{payload['wall_s']:.1f}s  {written['n_tokens'] / payload['wall_s']:,.0f} tok/s  "
                           f"{payload['peak_rss_mb']:.0f} MB", flush=True)
         entries.append(wapiti_peer.whole_file_entry(task, seed, written, measured))

@@ -150,12 +150,21 @@ def peer_rows(train_runs: list[dict], tagging: list[dict]) -> list[dict]:
                      "measure": "training, median over seeds (s): Wapiti's `wapiti train` process; "
                                 "textorch's and DeLFT's whole training call",
                      **{s: _median([r.get("whole_s") for r in runs[s]]) for s in SYSTEMS}})
+        rows.append({"task": task, "kind": "seconds",
+                     "measure": "training, CPU seconds, median over seeds: Wapiti's `wapiti train` process; "
+                                "textorch's and DeLFT's training process (with start-up and scoring the test split)",
+                     **{s: _median([r.get("train_cpu_s" if s == "wapiti" else "process_cpu_s") for r in runs[s]])
+                        for s in SYSTEMS}})
         found = whole.get(task, {})
         n_tokens = found.get("_n_tokens")
         if n_tokens:
             rate = {s: n_tokens / m for s in SYSTEMS if (m := _median(found.get(s, {}).get("wall_s", [])))}
             rows.append({"task": task, "kind": "rate", "measure": f"tag a {n_tokens:,}-token file, whole process (tok/s)",
                          **rate})
+            cpu = {s: n_tokens / m for s in SYSTEMS if (m := _median(found.get(s, {}).get("cpu_s", [])))}
+            if cpu:
+                rows.append({"task": task, "kind": "rate", **cpu,
+                             "measure": f"tag a {n_tokens:,}-token file, whole process (tokens per CPU second)"})
             rows.append({"task": task, "kind": "memory", "measure": "peak RSS of the tagging process (MB)",
                          **{s: max(found[s]["peak_rss_mb"]) for s in SYSTEMS if found.get(s, {}).get("peak_rss_mb")}})
             rows.append({"task": task, "kind": "memory", "measure": "model size (MB)",

@@ -83,6 +83,14 @@ def read_labels(path: str | Path, expected: Sequence[int] | None = None) -> list
     return labels
 
 
+def children_cpu_s() -> float:
+    """User and system CPU seconds of every child waited for so far: the difference around one
+    child is that child's, whatever else the machine runs (its wall time is not, on a shared
+    machine)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def children_peak_rss_mb() -> float:
     """Peak resident memory of the largest child process waited for so far (Linux: KiB)."""
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -132,9 +140,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     training_file = model.with_name(model.name + ".train")
     n_tokens = write_blocks(training_file, blocks)
     log = model.with_name(model.name + ".train.log")
+    cpu_before = children_cpu_s()
     whole_s = run_timed([args.wapiti, "train", "--nthread", str(args.threads), *GROBID_TRAINING,
                          "-p", args.template, str(training_file), str(model)], log)
-    train_rss = children_peak_rss_mb()
+    train_rss, train_cpu_s = children_peak_rss_mb(), children_cpu_s() - cpu_before
     test = read_blocks(args.test)
     unlabelled = model.with_name(model.name + ".test.in")
     write_blocks(unlabelled, test, labelled=False)
@@ -146,19 +155,20 @@ def cmd_train(args: argparse.Namespace) -> None:
     emit({"system": "wapiti", "task": args.task, "seed": args.seed, "template": args.template,
           "training_parameters": list(GROBID_TRAINING), "iterations": last_iteration(log),
           "n_train_sequences": len(blocks), "n_train_tokens": n_tokens, "whole_s": whole_s,
-          "whole_tokens_per_s": n_tokens / max(whole_s, 1e-9), "train_peak_rss_mb": train_rss,
+          "whole_tokens_per_s": n_tokens / max(whole_s, 1e-9), "train_cpu_s": train_cpu_s, "train_peak_rss_mb": train_rss,
           "label_test_s": label_s, "model_mb": model.stat().st_size / 2**20, "model_dir": str(model)},
          args.threads)
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    """One command as the only child of this process: its wall time and its peak RSS
-    (``getrusage(RUSAGE_CHILDREN)`` after it exits), the same measure for every system."""
+    """One command as the only child of this process: its wall time, its CPU seconds and its peak
+    RSS (``getrusage(RUSAGE_CHILDREN)`` after it exits), the same measure for every system."""
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
         raise SystemExit("measure: give the command after --")
     wall_s = run_timed(command, args.log)
-    emit({"wall_s": wall_s, "peak_rss_mb": children_peak_rss_mb(), "command": command}, args.threads)
+    emit({"wall_s": wall_s, "cpu_s": children_cpu_s(), "peak_rss_mb": children_peak_rss_mb(), "command": command},
+         args.threads)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
