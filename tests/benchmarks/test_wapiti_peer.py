@@ -251,3 +251,15 @@ def test_the_real_wapiti_learns_grobid_dates(tmp_path):
     payload = json.loads(done.stdout.split("BENCH_JSON ", 1)[1])
     assert payload["n_train_sequences"] == 180 and payload["iterations"] >= 10
     assert bench_vs_delft.score_predictions(predictions)["f1_counts"] > 0.8
+
+
+def test_a_process_cpu_seconds_are_its_own(tmp_path):
+    """Runner.run gives each process its CPU seconds (children's rusage around it), at least what
+    the process itself counted: a measure that other load on the machine does not inflate."""
+    r = bench_vs_delft.Runner(tmp_path, None)
+    burn = ("import json, time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3: pass\n"
+            "print('BENCH_JSON ' + json.dumps({'own_cpu_s': time.process_time()}))")
+    payload, _ = r.run("burn", [sys.executable, "-c", burn])
+    assert payload["process_cpu_s"] >= payload["own_cpu_s"] >= 0.3
+    quiet, _ = r.run("sleep", [sys.executable, "-c", "import time; time.sleep(0.3); print('BENCH_JSON {}')"])
+    assert quiet["process_cpu_s"] < payload["own_cpu_s"]  # the earlier process is not counted again
