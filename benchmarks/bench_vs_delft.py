@@ -628,11 +628,11 @@ def run_early_stopping(r: Runner, settings: dict, vectors: Path, systems: list[s
                        textorch_options: tuple[str, ...] = ()) -> tuple[list[dict], list[dict], list[dict]]:
     """``--early-stopping``: both systems trained at their defaults (patience 5) on the same
     files per seed; F1 with its interval and the epochs each ran. With Wapiti among the
-    ``systems`` (GROBID's defaults), every system's first-seed model also tags a whole file
-    (:func:`measure_whole_files`); otherwise nothing is tagged."""
+    ``systems`` (GROBID's defaults), or with ``--tag-tokens``, every system's first-seed model
+    also tags a whole file (:func:`measure_whole_files`); otherwise nothing is tagged."""
     jobs = early_stopping_jobs(settings["tasks"], settings["architecture"])
     files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"])
-    whole = "wapiti" in systems and settings["tag_tokens"] > 0
+    whole = settings["tag_tokens"] > 0
     runs = train_all(r, jobs, files, settings["seeds"], vectors, systems=tuple(systems), keep_models=whole,
                      textorch_options=textorch_options)
     tagging = measure_whole_files(r, jobs, files, settings["seeds"][0], settings, systems) if whole else []
@@ -658,8 +658,9 @@ def main() -> int:
     parser.add_argument("--systems", default="delft,textorch",
                         help="comma-separated systems to run: delft, textorch, wapiti (GROBID's CRF; needs --wapiti)")
     parser.add_argument("--wapiti", metavar="PATH", help="the wapiti binary (" + wapiti_peer.BUILD_HINT + ")")
-    parser.add_argument("--tag-tokens", type=int, default=wapiti_peer.DEFAULT_TAG_TOKENS,
-                        help="with wapiti: tokens of the file every system tags whole, per GROBID task (0: none)")
+    parser.add_argument("--tag-tokens", type=int, default=None,
+                        help="with --early-stopping: tokens of the file every system's first-seed model tags whole, "
+                             f"per GROBID task (default: {wapiti_peer.DEFAULT_TAG_TOKENS:,} when wapiti runs, else none)")
     parser.add_argument("--architecture", default="BidLSTM_CRF",
                         help="the architecture of the recurrent jobs (both systems), e.g. a new textorch default")
     parser.add_argument("--textorch-option", action="append", default=[], metavar="FIELD=VALUE",
@@ -677,8 +678,10 @@ def main() -> int:
         settings = {**settings, "tasks": list(GROBID_CALLS)}
     settings["tasks"] = args.tasks or settings["tasks"]
     settings["seeds"] = args.seeds or settings["seeds"]
-    settings["architecture"], settings["tag_tokens"] = args.architecture, args.tag_tokens
     systems = wapiti_peer.parse_systems(args.systems, args.wapiti)
+    settings["architecture"] = args.architecture
+    settings["tag_tokens"] = args.tag_tokens if args.tag_tokens is not None else \
+        (wapiti_peer.DEFAULT_TAG_TOKENS if "wapiti" in systems else 0)
     if args.grobid_calls and set(systems) != {"delft", "textorch"}:
         parser.error("--grobid-calls times DeLFT and textorch: leave --systems at delft,textorch")
     if not args.early_stopping and not {"delft", "textorch"} <= set(systems):

@@ -120,55 +120,74 @@ def _against(other: dict[int, dict], wapiti: dict[int, dict]) -> dict | None:
             "within_noise": compared.within_noise, "seeds": seeds}
 
 
-def peer_rows(train_runs: list[dict], tagging: list[dict]) -> list[dict]:
-    """Wapiti beside textorch and DeLFT, per task with Wapiti runs: one F1 row per job of the
-    task (each system's pooled F1, and its difference with Wapiti on the seeds both ran, with
-    the paired bootstrap's interval), then training time, whole-file tagging, memory, size."""
-    rows: list[dict] = []
-    tasks = list(dict.fromkeys(r["task"] for r in train_runs if r["system"] == "wapiti"))
-    whole = {}
-    for entry in tagging:  # later files of a pooled table complete earlier ones, system by system
+def _whole_files(tagging: list[dict]) -> dict[tuple[str, str], dict]:
+    """Whole-file measures by (system, job): Wapiti's job is ``TASK-wapiti``; a pooled table's
+    later files complete (or replace) earlier ones. Each carries the file's token count."""
+    found: dict[tuple[str, str], dict] = {}
+    for entry in tagging:
         if entry.get("kind") == "whole_file":
-            whole.setdefault(entry["task"], {}).update(entry["systems"])
-            whole[entry["task"]]["_n_tokens"] = entry["n_tokens"]
-    for task in tasks:
-        wapiti = {r["seed"]: r for r in train_runs if r["system"] == "wapiti" and r["task"] == task and r.get("test_counts")}
+            for system, measured in entry["systems"].items():
+                found[(system, measured["job"])] = {**measured, "n_tokens": entry["n_tokens"]}
+    return found
+
+
+def peer_rows(train_runs: list[dict], tagging: list[dict]) -> list[dict]:
+    """Wapiti beside textorch and DeLFT, per task with Wapiti runs and per job of that task
+    (textorch's and DeLFT's runs of one architecture and setting): each system's pooled F1 and
+    its difference with Wapiti on the seeds both ran, with the paired bootstrap's interval;
+    then training time (wall and CPU), whole-file tagging (tok/s, tokens per CPU second), peak
+    memory of the tagging process, model size. A task Wapiti alone ran gets Wapiti's rows."""
+    rows: list[dict] = []
+    whole = _whole_files(tagging)
+    for task in dict.fromkeys(r["task"] for r in train_runs if r["system"] == "wapiti"):
+        mine = [r for r in train_runs if r["system"] == "wapiti" and r["task"] == task]
+        wapiti = {r["seed"]: r for r in mine if r.get("test_counts")}
         per_seed = " / ".join(f"{100 * wapiti[s]['f1_counts']:.2f}" for s in sorted(wapiti))
         jobs = list(dict.fromkeys(r["key"] for r in train_runs if r["task"] == task and r["system"] in ("textorch", "delft")))
-        row = {"task": task, "measure": f"test F1, seeds {_seeds(wapiti)} pooled (Wapiti per seed: {per_seed})",
-               "wapiti": _pooled_f1(wapiti), "kind": "f1"}
-        if not jobs:
-            rows.append(row)
-        for job in jobs:
-            cells = dict(row, measure=row["measure"] + f"; {job}")
+        for job in jobs or [None]:
+            runs = {s: [r for r in train_runs if r["key"] == job and r["system"] == s] for s in ("textorch", "delft")}
+            runs["wapiti"] = mine
+            label = f" ({job})" if job else ""
+            f1_row = {"task": task, "kind": "f1", "wapiti": _pooled_f1(wapiti),
+                      "measure": f"test F1{label}, seeds {_seeds(wapiti)} pooled (Wapiti per seed: {per_seed})"}
             for system in ("textorch", "delft"):
-                runs = {r["seed"]: r for r in train_runs if r["key"] == job and r["system"] == system and r.get("test_counts")}
-                cells[system] = _against(runs, wapiti)
-            rows.append(cells)
-        runs = {s: [r for r in train_runs if r["task"] == task and r["system"] == s] for s in SYSTEMS}
-        rows.append({"task": task, "kind": "seconds",
-                     "measure": "training, median over seeds (s): Wapiti's `wapiti train` process; "
-                                "textorch's and DeLFT's whole training call",
-                     **{s: _median([r.get("whole_s") for r in runs[s]]) for s in SYSTEMS}})
-        rows.append({"task": task, "kind": "seconds",
-                     "measure": "training, CPU seconds, median over seeds: Wapiti's `wapiti train` process; "
-                                "textorch's and DeLFT's training process (with start-up and scoring the test split)",
-                     **{s: _median([r.get("train_cpu_s" if s == "wapiti" else "process_cpu_s") for r in runs[s]])
-                        for s in SYSTEMS}})
-        found = whole.get(task, {})
-        n_tokens = found.get("_n_tokens")
-        if n_tokens:
-            rate = {s: n_tokens / m for s in SYSTEMS if (m := _median(found.get(s, {}).get("wall_s", [])))}
-            rows.append({"task": task, "kind": "rate", "measure": f"tag a {n_tokens:,}-token file, whole process (tok/s)",
-                         **rate})
-            cpu = {s: n_tokens / m for s in SYSTEMS if (m := _median(found.get(s, {}).get("cpu_s", [])))}
-            if cpu:
-                rows.append({"task": task, "kind": "rate", **cpu,
-                             "measure": f"tag a {n_tokens:,}-token file, whole process (tokens per CPU second)"})
-            rows.append({"task": task, "kind": "memory", "measure": "peak RSS of the tagging process (MB)",
-                         **{s: max(found[s]["peak_rss_mb"]) for s in SYSTEMS if found.get(s, {}).get("peak_rss_mb")}})
-            rows.append({"task": task, "kind": "memory", "measure": "model size (MB)",
-                         **{s: found[s].get("model_mb") for s in SYSTEMS if found.get(s)}})
+                f1_row[system] = _against({r["seed"]: r for r in runs[system] if r.get("test_counts")}, wapiti)
+            rows.append(f1_row)
+            rows.append({"task": task, "kind": "seconds",
+                         "measure": f"training{label}, median over seeds (s): Wapiti's `wapiti train` process; "
+                                    "textorch's and DeLFT's whole training call",
+                         **{s: _median([r.get("whole_s") for r in runs[s]]) for s in SYSTEMS}})
+            cpu = {s: _median([r.get("train_cpu_s" if s == "wapiti" else "process_cpu_s") for r in runs[s]])
+                   for s in SYSTEMS}
+            if any(v is not None for v in cpu.values()):
+                rows.append({"task": task, "kind": "seconds", **cpu,
+                             "measure": f"training{label}, CPU seconds, median over seeds: Wapiti's `wapiti train` "
+                                        "process; textorch's and DeLFT's training process (with start-up and "
+                                        "scoring the test split)"})
+            found = {s: whole[(s, f"{task}-wapiti" if s == "wapiti" else job)] for s in SYSTEMS
+                     if (s, f"{task}-wapiti" if s == "wapiti" else job) in whole}
+            rows.extend(_whole_file_rows(task, label, found))
+    return rows
+
+
+def _whole_file_rows(task: str, label: str, found: dict[str, dict]) -> list[dict]:
+    """The whole-file rows of one job's systems (``found``: system -> its measures)."""
+    if not found:
+        return []
+    sizes = {m["n_tokens"] for m in found.values()}
+    n_tokens = max(sizes)
+    note = "" if len(sizes) == 1 else " (files of different sizes: each system's own)"
+    rate = {s: m["n_tokens"] / t for s, m in found.items() if (t := _median(m.get("wall_s", [])))}
+    rows = [{"task": task, "kind": "rate", **rate,
+             "measure": f"tag a {n_tokens:,}-token file{label}, whole process (tok/s){note}"}]
+    cpu = {s: m["n_tokens"] / t for s, m in found.items() if (t := _median(m.get("cpu_s", [])))}
+    if cpu:
+        rows.append({"task": task, "kind": "rate", **cpu,
+                     "measure": f"tag a {n_tokens:,}-token file{label}, whole process (tokens per CPU second){note}"})
+    rows.append({"task": task, "kind": "memory", "measure": f"peak RSS of the tagging process{label} (MB)",
+                 **{s: max(m["peak_rss_mb"]) for s, m in found.items() if m.get("peak_rss_mb")}})
+    rows.append({"task": task, "kind": "memory", "measure": f"model size{label} (MB)",
+                 **{s: m.get("model_mb") for s, m in found.items()}})
     return rows
 
 

@@ -186,9 +186,13 @@ def test_peer_rows_set_each_system_against_wapiti_on_the_seeds_both_ran():
     wapiti = [_run("wapiti", "date-wapiti", s, [[1, 0, 0], [1, 0, 0], [0, 1, 1]], 2.0) for s in (1, 2)]
     textorch = [_run("textorch", "date-A-defaults", 1, [[1, 0, 0], [1, 0, 0], [1, 0, 0]], 30.0)]
     whole = [{"kind": "whole_file", "key": "date-whole-file", "task": "date", "n_tokens": 1000,
-              "systems": {"wapiti": {"wall_s": [0.5, 0.1, 0.2], "peak_rss_mb": [3.0, 4.0], "model_mb": 0.1}}},
+              "systems": {"wapiti": {"job": "date-wapiti", "wall_s": [0.5, 0.1, 0.2], "peak_rss_mb": [3.0, 4.0],
+                                     "model_mb": 0.1}}},
              {"kind": "whole_file", "key": "date-whole-file", "task": "date", "n_tokens": 1000,
-              "systems": {"textorch": {"wall_s": [2.0, 4.0, 5.0], "peak_rss_mb": [900.0], "model_mb": 1.0}}}]
+              "systems": {"textorch": {"job": "date-A-defaults", "wall_s": [2.0, 4.0, 5.0], "peak_rss_mb": [900.0],
+                                       "model_mb": 1.0}}},
+             {"kind": "whole_file", "key": "date-whole-file", "task": "date", "n_tokens": 1000,  # another job's
+              "systems": {"textorch": {"job": "date-B-defaults", "wall_s": [9.0], "peak_rss_mb": [1.0], "model_mb": 9.0}}}]
     rows = wapiti_peer.peer_rows(wapiti + textorch, whole)
     f1_row = rows[0]
     assert f1_row["wapiti"] == pytest.approx(100 * 2 / 3)  # pooled over both seeds: tp 4, fp 2, fn 2
@@ -197,14 +201,15 @@ def test_peer_rows_set_each_system_against_wapiti_on_the_seeds_both_ran():
     assert paired["value"] == pytest.approx(100.0) and paired["diff"] == pytest.approx(100 / 3)
     assert paired["ci95"][0] <= paired["diff"] <= paired["ci95"][1]
     assert f1_row["delft"] is None
-    by_measure = {row["measure"].split(" (")[0]: row for row in rows[1:]}
+    assert all("(date-A-defaults)" in row["measure"] for row in rows)  # B ran no training: no rows of its own
+    by_measure = {row["measure"].replace(" (date-A-defaults)", "").split(" (")[0]: row for row in rows[1:]}
     assert by_measure["training, median over seeds"]["textorch"] == 30.0
     assert by_measure["training, median over seeds"]["wapiti"] == 2.0
     rate = by_measure["tag a 1,000-token file, whole process"]
     assert rate["wapiti"] == pytest.approx(1000 / 0.2) and rate["textorch"] == pytest.approx(1000 / 4.0)
     assert wapiti_peer._cells(rate, "textorch") == ("250", "0.05x")
     assert by_measure["peak RSS of the tagging process"]["wapiti"] == 4.0
-    assert by_measure["model size"]["textorch"] == 1.0
+    assert by_measure["model size"]["textorch"] == 1.0  # job A's model, not B's
 
 
 def test_a_table_pools_a_wapiti_file_with_a_textorch_file_of_the_same_mode(capsys, tmp_path):
@@ -223,7 +228,7 @@ def test_a_table_pools_a_wapiti_file_with_a_textorch_file_of_the_same_mode(capsy
     assert pooled["peers"][0]["textorch"]["diff"] == pytest.approx(100 / 3)
     bench_vs_delft.reprint(paths)
     out = capsys.readouterr().out
-    assert "| date | test F1, seeds 1 pooled (Wapiti per seed: 66.67); date-N-defaults | 66.67 | 100.00 | +33.33 pt" in out
+    assert "| date | test F1 (date-N-defaults), seeds 1 pooled (Wapiti per seed: 66.67) | 66.67 | 100.00 | +33.33 pt" in out
 
 
 def _real_wapiti() -> str | None:
