@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/bench_vs_delft.py --quick            # GROBID date only, one seed
     .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping   # F1 at each system's defaults (hours)
     .venv/bin/python benchmarks/bench_vs_delft.py --grobid-calls     # GROBID-sized calls through the DeLFT interface alone
+    .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping --systems textorch,delft,wapiti --wapiti PATH
+                                                        # each system at its defaults, Wapiti (GROBID's CRF) beside them
     make bench                                                       # the full suite
 
 DeLFT runs in its own cached venv (delft_env.py), textorch in this one; every measure is taken
@@ -11,7 +13,8 @@ by a fresh process of a twin runner (delft_runner.py / textorch_runner.py) given
 files, under the same allocator settings. What each row measures, where its clocks start and
 stop, what state each tagging pass starts from, the order of the systems and how the F1
 intervals are computed: benchmarks/README.md, "Method", which names the functions here and in
-the runners that do each. Writes ``benchmarks/results/latest.json`` (full),
+the runners that do each; Wapiti's part: ``wapiti_peer.py`` and the README's "Wapiti" section.
+Writes ``benchmarks/results/latest.json`` (full),
 ``results/quick.json`` (--quick) or ``results/full-early-stopping.json`` (--early-stopping);
 logs of every process go to WORK/logs.
 """
@@ -528,26 +531,37 @@ def _bert_job(r: Runner, epochs: int) -> tuple[dict | None, str | None]:
             "epochs": epochs, "setting": "fixed epochs"}, None  # the suite's seeds, as for every F1
 
 
-def pooled(payloads: list[dict]) -> dict:
+def pooled(payloads: list[dict], identical_once: bool = False) -> dict:
     """One results payload from runs of one mode made separately (one seed each, say): every
-    training run and tagging measure kept, the rows and F1 intervals rebuilt over all of them."""
+    training run and tagging measure kept, the rows and F1 intervals rebuilt over all of them.
+
+    A run (system, job, seed) found in two files is refused: it would count its seed twice.
+    With ``identical_once``, copies whose test counts are the same (a deterministic system run
+    again, e.g. textorch retrained in a Wapiti run beside an earlier DeLFT run) are kept once,
+    the first file's, and listed in ``identical_runs_dropped``; differing copies are still refused."""
     kinds = {(p.get("mode"), p.get("method")) for p in payloads}
     if len(kinds) != 1:
         raise SystemExit(f"--table: pool only results of one mode and method, got (mode, method) {sorted(map(str, kinds))}")
     mode, method = kinds.pop()
     if method is None or "grobid-calls" in (mode or ""):
         raise SystemExit(f"--table: results of mode {mode!r}, method {method} are printed one file at a time")
-    runs = [run for p in payloads for run in p["train_runs"]]
-    seen: set[tuple] = set()
-    for run in runs:  # the same run twice (a file given twice) would count its seed twice
+    runs = []
+    seen: dict[tuple, dict] = {}
+    dropped = []
+    for run in (run for p in payloads for run in p["train_runs"]):  # a run twice would count its seed twice
         identity = (run["system"], run["key"], run["seed"])
         if identity in seen:
-            raise SystemExit(f"--table: {run['system']} {run['key']} seed {run['seed']} is in more than one file")
-        seen.add(identity)
+            if identical_once and seen[identity].get("test_counts") == run.get("test_counts") is not None:
+                dropped.append(f"{run['system']} {run['key']} seed {run['seed']}")
+                continue
+            raise SystemExit(f"--table: {run['system']} {run['key']} seed {run['seed']} is in more than one file"
+                             + (" with different test counts" if identical_once else ""))
+        seen[identity] = run
+        runs.append(run)
     tagging = [measure for p in payloads for measure in p["tagging"]]
     rows = build_rows(jobs_of(payloads[0], runs), runs, tagging)
     return {**payloads[0], "command": " ; ".join(p["command"] for p in payloads),
-            "peers": wapiti_peer.peer_rows(runs, tagging),
+            "peers": wapiti_peer.peer_rows(runs, tagging), "identical_runs_dropped": dropped,
             "machine": [p["machine"] for p in payloads],
             "settings": {**payloads[0]["settings"], "seeds": sorted({run["seed"] for run in runs})},
             "rows": rows, "f1": f1_comparisons(rows), "train_runs": runs, "tagging": tagging,
@@ -575,14 +589,14 @@ def read_results(path: Path) -> dict:
     return payload
 
 
-def reprint(paths: list[Path], output: Path | None = None) -> int:
+def reprint(paths: list[Path], output: Path | None = None, identical_once: bool = False) -> int:
     """Rebuild and print the table of a results file (after a change to the table's layout), or
     of several pooled (:func:`pooled`; written to ``output`` when given). A file of the first
     method (no ``method`` field) is printed as it was written: its rows measured something else
     than today's rows of the same place (see ``METHOD_VERSION``)."""
     payloads = [read_results(path) for path in paths]
     if len(payloads) > 1 or output:
-        payload = pooled(payloads)
+        payload = pooled(payloads, identical_once)
         if output:
             output.write_text(json.dumps({**payload, "pooled_from": [p.name for p in paths]}, indent=2) + "\n",
                               encoding="utf-8")
@@ -655,6 +669,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads in every process of both systems (default: each library's own choice)")
     parser.add_argument("--output", help="results JSON (default: results/latest.json, or results/quick.json)")
+    parser.add_argument("--identical-once", action="store_true",
+                        help="with --table of several files: a run found in two of them with the same test counts "
+                             "(a deterministic rerun) is kept once instead of refused")
     parser.add_argument("--systems", default="delft,textorch",
                         help="comma-separated systems to run: delft, textorch, wapiti (GROBID's CRF; needs --wapiti)")
     parser.add_argument("--wapiti", metavar="PATH", help="the wapiti binary (" + wapiti_peer.BUILD_HINT + ")")
@@ -670,7 +687,7 @@ def main() -> int:
                              "pooled, and written to --output when given")
     args = parser.parse_args()
     if args.table:
-        return reprint(args.table, Path(args.output) if args.output else None)
+        return reprint(args.table, Path(args.output) if args.output else None, args.identical_once)
     settings = dict(QUICK if args.quick else FULL)
     if args.early_stopping:
         settings = {**settings, "tasks": EARLY_STOPPING_TASKS if not args.quick else ["date"]}

@@ -268,3 +268,21 @@ def test_a_process_cpu_seconds_are_its_own(tmp_path):
     assert payload["process_cpu_s"] >= payload["own_cpu_s"] >= 0.3
     quiet, _ = r.run("sleep", [sys.executable, "-c", "import time; time.sleep(0.3); print('BENCH_JSON {}')"])
     assert quiet["process_cpu_s"] < payload["own_cpu_s"]  # the earlier process is not counted again
+
+
+def test_identical_reruns_are_pooled_once_on_request_and_differing_ones_always_refused():
+    common = {"mode": "full-early-stopping", "method": bench_vs_delft.METHOD_VERSION, "settings": {"seeds": [1]},
+              "wall_s": 1.0, "machine": {}, "tagging": []}
+    first = {**common, "command": "a", "train_runs": [_run("textorch", "date-A-defaults", 1, [[1, 0, 0]], 9.0),
+                                                      _run("delft", "date-A-defaults", 1, [[0, 0, 1]], 9.0)]}
+    again = {**common, "command": "b", "train_runs": [_run("textorch", "date-A-defaults", 1, [[1, 0, 0]], 7.0),
+                                                      _run("wapiti", "date-wapiti", 1, [[1, 0, 0]], 1.0)]}
+    with pytest.raises(SystemExit, match="seed 1 is in more than one file"):
+        bench_vs_delft.pooled([first, again])
+    both = bench_vs_delft.pooled([first, again], identical_once=True)
+    assert both["identical_runs_dropped"] == ["textorch date-A-defaults seed 1"]
+    assert [(r["system"], r["whole_s"]) for r in both["train_runs"]] == [("textorch", 9.0), ("delft", 9.0), ("wapiti", 1.0)]
+    assert both["peers"][0]["delft"]["diff"] == pytest.approx(-100.0)  # DeLFT's run paired with Wapiti's
+    changed = {**again, "train_runs": [_run("textorch", "date-A-defaults", 1, [[0, 1, 1]], 7.0)]}
+    with pytest.raises(SystemExit, match="in more than one file with different test counts"):
+        bench_vs_delft.pooled([first, changed], identical_once=True)
