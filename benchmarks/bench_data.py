@@ -26,6 +26,7 @@ GROBID_FILES = {
     "name-header": "grobid/name-header/name-header-251225.train",
     "name-citation": "grobid/name-citation/name-citation-251225.train",
     "affiliation-address": "grobid/affiliation-address/affiliation-address-251225.train",
+    "figure": "grobid/figure/figure-251225.train",
 }
 CONLL = "conll2003"
 

@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/bench_vs_delft.py --quick            # GROBID date only, one seed
     .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping   # F1 at each system's defaults (hours)
     .venv/bin/python benchmarks/bench_vs_delft.py --grobid-calls     # GROBID-sized calls through the DeLFT interface alone
+    .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping --systems textorch,delft,wapiti --wapiti PATH
+                                                        # each system at its defaults, Wapiti (GROBID's CRF) beside them
     make bench                                                       # the full suite
 
 DeLFT runs in its own cached venv (delft_env.py), textorch in this one; every measure is taken
@@ -11,7 +13,8 @@ by a fresh process of a twin runner (delft_runner.py / textorch_runner.py) given
 files, under the same allocator settings. What each row measures, where its clocks start and
 stop, what state each tagging pass starts from, the order of the systems and how the F1
 intervals are computed: benchmarks/README.md, "Method", which names the functions here and in
-the runners that do each. Writes ``benchmarks/results/latest.json`` (full),
+the runners that do each; Wapiti's part: ``wapiti_peer.py`` and the README's "Wapiti" section.
+Writes ``benchmarks/results/latest.json`` (full),
 ``results/quick.json`` (--quick) or ``results/full-early-stopping.json`` (--early-stopping);
 logs of every process go to WORK/logs.
 """
@@ -34,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_data  # noqa: E402
 import delft_env  # noqa: E402
 import f1_bootstrap  # noqa: E402
+import wapiti_peer  # noqa: E402
+import wapiti_runner  # noqa: E402
 from bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
 from common import RESULTS, local_transformer, machine  # noqa: E402
 from runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
@@ -56,8 +61,8 @@ one process per set-up (see :func:`measure_tagging`).
 (every seed, models not kept), for a bf16 training speed and F1 beside the fp32 ones.
 ``grobid_calls``: also time GROBID-sized calls through the DeLFT interface
 (:func:`measure_grobid_calls`, tasks of ``GROBID_CALLS``)."""
-EARLY_STOPPING_TASKS = ["date", "name-citation", "name-header", "affiliation-address", "conll"]
-"""``--early-stopping``: the four GROBID corpora and CoNLL-2003."""
+EARLY_STOPPING_TASKS = ["date", "name-citation", "name-header", "affiliation-address", "figure", "conll"]
+"""``--early-stopping``: the five GROBID corpora and CoNLL-2003."""
 ALL_TASKS = sorted(set(FULL["tasks"]) | set(EARLY_STOPPING_TASKS))
 METHOD_VERSION = 2
 """Results files record the method that made them: 2 since 2026-12-02 (new-token rows from a
@@ -94,8 +99,10 @@ def allocator_env() -> dict[str, str]:
 class Runner:
     """Starts runner processes, reads their ``BENCH_JSON`` line, keeps logs and failures."""
 
-    def __init__(self, work: Path, delft_python: Path, threads: int | None = None) -> None:
+    def __init__(self, work: Path, delft_python: Path | None, threads: int | None = None,
+                 wapiti: str | None = None) -> None:
         self.work = work
+        self.wapiti = wapiti
         self.env = {**os.environ, **allocator_env()}
         self.threads = ["--threads", str(threads)] if threads else []
         self.delft_python = delft_python
@@ -107,21 +114,28 @@ class Runner:
     def command(self, system: str, args: list[str]) -> list[str]:
         if system == "delft":
             return [str(self.delft_python), str(HERE / "delft_runner.py"), *self.threads, *args]
+        if system == "wapiti":  # Wapiti's --nthread: one thread unless --threads says otherwise
+            return [sys.executable, str(HERE / "wapiti_runner.py"), "--threads", self.threads[-1] if self.threads else "1",
+                    *args]
         return [sys.executable, str(HERE / "textorch_runner.py"), "--cache-dir", str(self.cache), *self.threads, *args]
 
     def run(self, name: str, cmd: list[str], expect_json: bool = True) -> tuple[dict | None, float]:
         """``(payload or None, wall seconds)`` of one process; stderr goes to a log file."""
         log = self.logs / f"{name}.log"
+        cpu_before = wapiti_runner.children_cpu_s()
         started = time.perf_counter()
         with open(log, "w", encoding="utf-8") as err:
             done = subprocess.run(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env)
         wall = time.perf_counter() - started
+        cpu_s = wapiti_runner.children_cpu_s() - cpu_before  # this process alone: the runs are one after another
         lines = [line for line in done.stdout.splitlines() if line.startswith("BENCH_JSON ")]
         if done.returncode != 0 or (expect_json and not lines):
             self.failures.append(f"{name}: exit {done.returncode}, see {log}")
             print(f"  FAILED {name} (exit {done.returncode}); log: {log}", flush=True)
             return None, wall
-        return (json.loads(lines[-1][len("BENCH_JSON "):]) if lines else {}), wall
+        payload = json.loads(lines[-1][len("BENCH_JSON "):]) if lines else {}
+        payload.setdefault("process_cpu_s", cpu_s)
+        return payload, wall
 
     def runner(self, system: str, name: str, args: list[str]) -> tuple[dict | None, float]:
         return self.run(f"{system}-{name}", self.command(system, args))
@@ -162,18 +176,26 @@ def _textorch_training_rules(task: str) -> list[str]:
 
 
 def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vectors: Path,
-              bf16_tasks: tuple[str, ...] = ()) -> list[dict]:
+              bf16_tasks: tuple[str, ...] = (), systems: tuple[str, ...] = ("delft", "textorch"),
+              keep_models: bool = False, textorch_options: tuple[str, ...] = ()) -> list[dict]:
     """Train every job for every seed with both systems (in the order of :func:`first_system`);
-    keep the first seed's models. For ``bf16_tasks``, textorch trains once more under bf16
+    keep the first seed's models (with ``keep_models``, also those of runs at each system's
+    defaults). For ``bf16_tasks``, textorch trains once more under bf16
     autocast (system ``textorch_bf16``). Every run writes its test predictions, scored here
-    by one scorer for both systems (:func:`score_predictions`)."""
+    by one scorer for both systems (:func:`score_predictions`).
+
+    ``systems`` leaves out DeLFT or textorch, or adds Wapiti: trained once per GROBID task and
+    seed, as GROBID trains it, after the others (``wapiti_peer``; key ``TASK-wapiti``).
+    ``textorch_options``: ``FIELD=VALUE`` overrides of textorch's training configuration
+    (the runner's ``--train-option``), e.g. to try a new default side by side."""
     runs = []
+    wapiti_done: set[tuple[str, int]] = set()
     predictions = r.work / "predictions"
     predictions.mkdir(parents=True, exist_ok=True)
     for job in jobs:
         for seed in job.get("seeds", seeds):
             f = files[(job["task"], seed)]
-            save = seed == job.get("seeds", seeds)[0] and not job.get("app")
+            save = seed == job.get("seeds", seeds)[0] and (keep_models or not job.get("app"))
             tag = f"{job['key']}-s{seed}"
             delft_common, textorch_common = _training_options(job, seed)
             delft_name = f"bench-{tag}"
@@ -181,6 +203,7 @@ def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vector
                           *[a for role in ("train", "valid", "test") for a in (f"--{role}", f.delft[role])]]
             if save:
                 delft_args += ["--output", str(r.work / "models" / "delft")]
+            textorch_common += [a for option in textorch_options for a in ("--train-option", option)]
             textorch_args = ["train", *textorch_common, "--format", f.format,
                              *[a for role in ("train", "valid", "test") for a in (f"--{role}", f.textorch[role])]]
             if not job.get("transformer"):
@@ -193,7 +216,16 @@ def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vector
                 variants.reverse()
             if job["task"] in bf16_tasks and not job.get("transformer"):
                 variants.append(("textorch_bf16", "textorch", [*unsaved, "--precision", "bf16"]))
+            variants = [v for v in variants if v[1] in systems]
+            if "wapiti" in systems and f.format == "grobid" and not job.get("transformer") \
+                    and (job["task"], seed) not in wapiti_done:
+                wapiti_done.add((job["task"], seed))
+                written = predictions / f"wapiti-{job['task']}-s{seed}.json"
+                variants.append(("wapiti", "wapiti", wapiti_peer.train_args(r.work, r.wapiti, job["task"], seed, f, written)))
             for label, system, args in variants:
+                if system == "wapiti":
+                    runs.extend(_train_wapiti(r, job["task"], seed, args))
+                    continue
                 print(f"train {label:8s} {tag} ...", end=" ", flush=True)
                 written = predictions / f"{label}-{tag}.json"
                 written.unlink(missing_ok=True)  # an earlier run's
@@ -205,6 +237,20 @@ def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vector
                     print(f"F1 {payload['f1']:.4f}  {payload['epochs']} epochs  {payload['train_tokens_per_s']:.0f} tok/s"
                           f"  {wall:.0f}s", flush=True)
     return runs
+
+
+def _train_wapiti(r: Runner, task: str, seed: int, args: list[str]) -> list[dict]:
+    """One Wapiti run (``wapiti_runner.py train``), scored as the others; [] when it failed."""
+    print(f"train wapiti   {task}-s{seed} ...", end=" ", flush=True)
+    written = Path(args[args.index("--predictions") + 1])
+    written.unlink(missing_ok=True)  # an earlier run's
+    payload, wall = r.runner("wapiti", f"train-{task}-s{seed}", args)
+    if not payload:
+        return []
+    payload.update(key=f"{task}-wapiti", wall_s=wall, **score_predictions(written))
+    payload["f1"] = payload.get("f1_counts")
+    print(f"F1 {payload['f1']:.4f}  {payload['iterations']} iterations  {payload['whole_s']:.0f}s", flush=True)
+    return [payload]
 
 
 def score_predictions(path: Path) -> dict:
@@ -280,6 +326,58 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
             if payload is not None:
                 out[system].setdefault("whole_process_s", []).append(wall)
     return out
+
+
+def measure_whole_files(r: Runner, jobs: list[dict], files: dict, seed: int, settings: dict,
+                        systems: list[str]) -> list[dict]:
+    """Per GROBID task, every system's whole process tagging one file (``wapiti_peer.write_whole_file``:
+    the seed's test split repeated to ``settings["tag_tokens"]`` tokens), with the first seed's
+    model of each system: ``process_repeats`` fresh processes each, the order of the systems
+    turned round every other time; each process is the only child of ``wapiti_runner.py
+    measure``, which gives its wall time and its peak RSS. textorch: ``textorch seq tag``
+    (batch 32); DeLFT: its runner's ``tagfile``; Wapiti: ``wapiti label``."""
+    entries = []
+    done: set[str] = set()
+    for job in jobs:
+        task = job["task"]
+        if task in done or job.get("transformer") or (task, seed) not in files or files[(task, seed)].format != "grobid":
+            continue
+        done.add(task)
+        written = wapiti_peer.write_whole_file(r.work, task, Path(files[(task, seed)].textorch["test"]),
+                                               settings["tag_tokens"])
+        models = {"textorch": r.work / "models" / "textorch" / f"{job['key']}-s{seed}",
+                  "delft": r.work / "models" / "delft" / f"bench-{job['key']}-s{seed}",
+                  "wapiti": wapiti_peer.model_path(r.work, task, seed)}
+        present = [s for s in systems if models[s].exists()]
+        measured = {s: {"job": job["key"] if s != "wapiti" else f"{task}-wapiti", "model_mb": wapiti_peer.size_mb(models[s]),
+                        "wall_s": [], "peak_rss_mb": []} for s in present}
+        inputs = written["paths"]
+        for i in range(settings["process_repeats"]):
+            for system in present if i % 2 == 0 else present[::-1]:
+                out = r.work / "tagged" / f"whole-{system}-{task}.txt"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                if system == "wapiti":
+                    cmd = [r.wapiti, "label", "-m", str(models[system]), inputs["unlabelled"], str(out)]
+                elif system == "delft":
+                    cmd = r.command("delft", ["tagfile", "--model", str(models[system]), "--input", inputs["labelled"],
+                                              "--format", "grobid", "--output", str(out)])
+                else:
+                    cmd = [*_textorch_cli(), "seq", "tag", "--model", str(models[system]), "--input", inputs["unlabelled"],
+                           "--input-format", "grobid", "--output", str(out), "--batch-size", "32",
+                           "--cache-dir", str(r.cache), *r.threads]
+                name = f"whole-{system}-{task}-{i}"
+                print(f"tag   {system:8s} {task}: {written['n_tokens']:,}-token file, whole process {i + 1} ...",
+                      end=" ", flush=True)
+                payload, _ = r.run(name, [sys.executable, str(HERE / "wapiti_runner.py"), "measure",
+                                          "--log", str(r.logs / f"{name}.out.log"), "--", *cmd])
+                if payload:
+                    measured[system]["wall_s"].append(payload["wall_s"])
+                    measured[system]["peak_rss_mb"].append(payload["peak_rss_mb"])
+                    measured[system].setdefault("cpu_s", []).append(payload["cpu_s"])
+                    print(f"{payload['wall_s']:.1f}s  {written['n_tokens'] / payload['wall_s']:,.0f} tok/s  "
+                          f"{payload['peak_rss_mb']:.0f} MB", flush=True)
+        entries.append(wapiti_peer.whole_file_entry(task, seed, written, measured))
+    return entries
 
 
 def model_dirs(r: Runner, job: dict) -> dict[str, Path]:
@@ -433,25 +531,37 @@ def _bert_job(r: Runner, epochs: int) -> tuple[dict | None, str | None]:
             "epochs": epochs, "setting": "fixed epochs"}, None  # the suite's seeds, as for every F1
 
 
-def pooled(payloads: list[dict]) -> dict:
+def pooled(payloads: list[dict], identical_once: bool = False) -> dict:
     """One results payload from runs of one mode made separately (one seed each, say): every
-    training run and tagging measure kept, the rows and F1 intervals rebuilt over all of them."""
+    training run and tagging measure kept, the rows and F1 intervals rebuilt over all of them.
+
+    A run (system, job, seed) found in two files is refused: it would count its seed twice.
+    With ``identical_once``, copies whose test counts are the same (a deterministic system run
+    again, e.g. textorch retrained in a Wapiti run beside an earlier DeLFT run) are kept once,
+    the first file's, and listed in ``identical_runs_dropped``; differing copies are still refused."""
     kinds = {(p.get("mode"), p.get("method")) for p in payloads}
     if len(kinds) != 1:
         raise SystemExit(f"--table: pool only results of one mode and method, got (mode, method) {sorted(map(str, kinds))}")
     mode, method = kinds.pop()
     if method is None or "grobid-calls" in (mode or ""):
         raise SystemExit(f"--table: results of mode {mode!r}, method {method} are printed one file at a time")
-    runs = [run for p in payloads for run in p["train_runs"]]
-    seen: set[tuple] = set()
-    for run in runs:  # the same run twice (a file given twice) would count its seed twice
+    runs = []
+    seen: dict[tuple, dict] = {}
+    dropped = []
+    for run in (run for p in payloads for run in p["train_runs"]):  # a run twice would count its seed twice
         identity = (run["system"], run["key"], run["seed"])
         if identity in seen:
-            raise SystemExit(f"--table: {run['system']} {run['key']} seed {run['seed']} is in more than one file")
-        seen.add(identity)
+            if identical_once and seen[identity].get("test_counts") == run.get("test_counts") is not None:
+                dropped.append(f"{run['system']} {run['key']} seed {run['seed']}")
+                continue
+            raise SystemExit(f"--table: {run['system']} {run['key']} seed {run['seed']} is in more than one file"
+                             + (" with different test counts" if identical_once else ""))
+        seen[identity] = run
+        runs.append(run)
     tagging = [measure for p in payloads for measure in p["tagging"]]
     rows = build_rows(jobs_of(payloads[0], runs), runs, tagging)
     return {**payloads[0], "command": " ; ".join(p["command"] for p in payloads),
+            "peers": wapiti_peer.peer_rows(runs, tagging), "identical_runs_dropped": dropped,
             "machine": [p["machine"] for p in payloads],
             "settings": {**payloads[0]["settings"], "seeds": sorted({run["seed"] for run in runs})},
             "rows": rows, "f1": f1_comparisons(rows), "train_runs": runs, "tagging": tagging,
@@ -462,7 +572,7 @@ def jobs_of(payload: dict, runs: list[dict]) -> list[dict]:
     """The jobs a results file's runs belong to, as the table needs them."""
     setting = "early stopping, each system's defaults" if "early-stopping" in payload.get("mode", "") else "fixed epochs"
     jobs = {r["key"]: {"key": r["key"], "task": r["task"], "architecture": r["architecture"], "setting": setting,
-                       "app": r.get("defaults") or r.get("preset")} for r in runs}
+                       "app": r.get("defaults") or r.get("preset")} for r in runs if r["system"] != "wapiti"}
     return list(jobs.values())
 
 
@@ -479,18 +589,18 @@ def read_results(path: Path) -> dict:
     return payload
 
 
-def reprint(paths: list[Path], output: Path | None = None) -> int:
+def reprint(paths: list[Path], output: Path | None = None, identical_once: bool = False) -> int:
     """Rebuild and print the table of a results file (after a change to the table's layout), or
     of several pooled (:func:`pooled`; written to ``output`` when given). A file of the first
     method (no ``method`` field) is printed as it was written: its rows measured something else
     than today's rows of the same place (see ``METHOD_VERSION``)."""
     payloads = [read_results(path) for path in paths]
     if len(payloads) > 1 or output:
-        payload = pooled(payloads)
+        payload = pooled(payloads, identical_once)
         if output:
             output.write_text(json.dumps({**payload, "pooled_from": [p.name for p in paths]}, indent=2) + "\n",
                               encoding="utf-8")
-        print_markdown(payload["rows"])
+        _print_tables(payload["rows"], payload["peers"])
         return 0
     payload = payloads[0]
     if "grobid-calls" in payload.get("mode", ""):
@@ -500,14 +610,22 @@ def reprint(paths: list[Path], output: Path | None = None) -> int:
         print(f"{paths[0]}: measured with the first method (before 2026-12-02's method fixes); its rows as written:")
         print_markdown(payload["rows"])
         return 0
-    print_markdown(build_rows(jobs_of(payload, payload["train_runs"]), payload["train_runs"], payload["tagging"]))
+    _print_tables(build_rows(jobs_of(payload, payload["train_runs"]), payload["train_runs"], payload["tagging"]),
+                  wapiti_peer.peer_rows(payload["train_runs"], payload["tagging"]))
     return 0
 
 
-def early_stopping_jobs(tasks: list[str]) -> list[dict]:
+def _print_tables(rows: list[dict], peers: list[dict]) -> None:
+    """The suite's table (when a system of it ran), then Wapiti's (when Wapiti ran)."""
+    if rows or not peers:
+        print_markdown(rows)
+    wapiti_peer.print_peer_markdown(peers)
+
+
+def early_stopping_jobs(tasks: list[str], architecture: str = "BidLSTM_CRF") -> list[dict]:
     """One job per task at each system's own defaults: GROBID tasks as ``grobidTagger`` /
     ``textorch grobid`` train that model, CoNLL-2003 as ``nerTagger`` / ``textorch ner``."""
-    return [{"key": f"{task}-BidLSTM_CRF-defaults", "task": task, "architecture": "BidLSTM_CRF",
+    return [{"key": f"{task}-{architecture}-defaults", "task": task, "architecture": architecture,
              "app": "ner" if task == "conll" else f"grobid:{task}", "setting": "early stopping, each system's defaults"}
             for task in tasks]
 
@@ -520,13 +638,19 @@ def f1_comparisons(rows: list[dict]) -> list[dict]:
              "seeds": row.get("seeds")} for row in rows if row.get("setting") and "diff_points" in row]
 
 
-def run_early_stopping(r: Runner, settings: dict, vectors: Path) -> tuple[list[dict], list[dict]]:
+def run_early_stopping(r: Runner, settings: dict, vectors: Path, systems: list[str],
+                       textorch_options: tuple[str, ...] = ()) -> tuple[list[dict], list[dict], list[dict]]:
     """``--early-stopping``: both systems trained at their defaults (patience 5) on the same
-    files per seed; F1 with its interval and the epochs each ran. Nothing is tagged."""
-    jobs = early_stopping_jobs(settings["tasks"])
+    files per seed; F1 with its interval and the epochs each ran. With Wapiti among the
+    ``systems`` (GROBID's defaults), or with ``--tag-tokens``, every system's first-seed model
+    also tags a whole file (:func:`measure_whole_files`); otherwise nothing is tagged."""
+    jobs = early_stopping_jobs(settings["tasks"], settings["architecture"])
     files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"])
-    runs = train_all(r, jobs, files, settings["seeds"], vectors)
-    return jobs, runs
+    whole = settings["tag_tokens"] > 0
+    runs = train_all(r, jobs, files, settings["seeds"], vectors, systems=tuple(systems), keep_models=whole,
+                     textorch_options=textorch_options)
+    tagging = measure_whole_files(r, jobs, files, settings["seeds"][0], settings, systems) if whole else []
+    return jobs, runs, tagging
 
 
 def main() -> int:
@@ -545,12 +669,25 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads in every process of both systems (default: each library's own choice)")
     parser.add_argument("--output", help="results JSON (default: results/latest.json, or results/quick.json)")
+    parser.add_argument("--identical-once", action="store_true",
+                        help="with --table of several files: a run found in two of them with the same test counts "
+                             "(a deterministic rerun) is kept once instead of refused")
+    parser.add_argument("--systems", default="delft,textorch",
+                        help="comma-separated systems to run: delft, textorch, wapiti (GROBID's CRF; needs --wapiti)")
+    parser.add_argument("--wapiti", metavar="PATH", help="the wapiti binary (" + wapiti_peer.BUILD_HINT + ")")
+    parser.add_argument("--tag-tokens", type=int, default=None,
+                        help="with --early-stopping: tokens of the file every system's first-seed model tags whole, "
+                             f"per GROBID task (default: {wapiti_peer.DEFAULT_TAG_TOKENS:,} when wapiti runs, else none)")
+    parser.add_argument("--architecture", default="BidLSTM_CRF",
+                        help="the architecture of the recurrent jobs (both systems), e.g. a new textorch default")
+    parser.add_argument("--textorch-option", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a field of textorch's training configuration (its runner's --train-option)")
     parser.add_argument("--table", metavar="JSON", nargs="+", type=Path,
                         help="only print the table of an earlier results file; of several (e.g. one seed each), "
                              "pooled, and written to --output when given")
     args = parser.parse_args()
     if args.table:
-        return reprint(args.table, Path(args.output) if args.output else None)
+        return reprint(args.table, Path(args.output) if args.output else None, args.identical_once)
     settings = dict(QUICK if args.quick else FULL)
     if args.early_stopping:
         settings = {**settings, "tasks": EARLY_STOPPING_TASKS if not args.quick else ["date"]}
@@ -558,6 +695,14 @@ def main() -> int:
         settings = {**settings, "tasks": list(GROBID_CALLS)}
     settings["tasks"] = args.tasks or settings["tasks"]
     settings["seeds"] = args.seeds or settings["seeds"]
+    systems = wapiti_peer.parse_systems(args.systems, args.wapiti)
+    settings["architecture"] = args.architecture
+    settings["tag_tokens"] = args.tag_tokens if args.tag_tokens is not None else \
+        (wapiti_peer.DEFAULT_TAG_TOKENS if "wapiti" in systems else 0)
+    if args.grobid_calls and set(systems) != {"delft", "textorch"}:
+        parser.error("--grobid-calls times DeLFT and textorch: leave --systems at delft,textorch")
+    if not args.early_stopping and not {"delft", "textorch"} <= set(systems):
+        parser.error("the suite's rows compare DeLFT and textorch: give --early-stopping to leave either out")
     unknown = sorted(set(settings["tasks"]) - set(FULL["epochs"]) - {"conll"}) if not args.early_stopping else []
     if args.grobid_calls:
         unknown = sorted(set(settings["tasks"]) - set(GROBID_CALLS))
@@ -567,37 +712,46 @@ def main() -> int:
     started = time.perf_counter()
     load_before = os.getloadavg()
     work = delft_env.bench_dir()
-    print(f"DeLFT venv: {delft_env.venv_dir()} (created on first use, then reused)", flush=True)
-    delft_python, versions = delft_env.ensure()
+    delft_python, versions = None, {}
+    if "delft" in systems:
+        print(f"DeLFT venv: {delft_env.venv_dir()} (created on first use, then reused)", flush=True)
+        delft_python, versions = delft_env.ensure()
     vectors = delft_env.shared_embeddings()
-    r = Runner(work, delft_python, args.threads)
-    print("warming both embedding caches ...", flush=True)
-    r.runner("delft", "warm", ["warm"])
-    r.runner("textorch", "warm", ["warm", "--embeddings", str(vectors)])
+    r = Runner(work, delft_python, args.threads, args.wapiti and str(Path(args.wapiti).resolve()))
+    print("warming the embedding caches ...", flush=True)
+    if "delft" in systems:
+        r.runner("delft", "warm", ["warm"])
+    if "textorch" in systems:
+        r.runner("textorch", "warm", ["warm", "--embeddings", str(vectors)])
     skipped: list[str] = []
     if args.early_stopping:
-        jobs, train_runs = run_early_stopping(r, settings, vectors)
-        tagging: list[dict] = []
+        jobs, train_runs, tagging = run_early_stopping(r, settings, vectors, systems, tuple(args.textorch_option))
     elif args.grobid_calls:
         jobs, train_runs, tagging = run_grobid_calls(r, settings, vectors)
     else:
-        jobs, train_runs, tagging, skipped = run_suite(r, settings, args.no_bert, vectors)
+        jobs, train_runs, tagging, skipped = run_suite(r, settings, args.no_bert, vectors, systems,
+                                                       tuple(args.textorch_option))
     if args.grobid_calls:
         by_job = {t["key"]: t for t in tagging}
         rows = [row for job in jobs for row in grobid_call_rows(job, by_job[job["key"]])]
-    else:
+    elif any(run["system"] != "wapiti" for run in train_runs):
         rows = build_rows(jobs, train_runs, tagging)
+    else:  # Wapiti alone: the suite's rows would all say n/a
+        rows = []
+    peers = wapiti_peer.peer_rows(train_runs, tagging)
     print()
-    print_markdown(rows)
+    _print_tables(rows, peers)
     for line in skipped + r.failures:
         print(f"note: {line}")
     mode = ("quick" if args.quick else "full") + ("-early-stopping" if args.early_stopping else "") \
         + ("-grobid-calls" if args.grobid_calls else "")
     payload = {
         "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
-        "mode": mode, "command": " ".join(sys.argv), "method": METHOD_VERSION,
+        "mode": mode, "command": " ".join(sys.argv), "method": METHOD_VERSION, "systems": systems,
+        "wapiti": r.wapiti,
         "settings": {**settings, "threads": args.threads, "allocator": allocator_env()},
-        "delft": versions, "rows": rows, "f1": f1_comparisons(rows), "train_runs": train_runs, "tagging": tagging,
+        "delft": versions, "rows": rows, "f1": f1_comparisons(rows), "peers": peers, "train_runs": train_runs,
+        "tagging": tagging,
         "skipped": skipped, "failures": r.failures, "wall_s": time.perf_counter() - started,
     }
     default = {"quick": "quick.json", "full": "latest.json"}.get(mode, f"{mode}.json")
@@ -608,9 +762,11 @@ def main() -> int:
     return 1 if r.failures else 0
 
 
-def run_suite(r: Runner, settings: dict, no_bert: bool, vectors: Path) -> tuple[list[dict], list[dict], list[dict], list[str]]:
+def run_suite(r: Runner, settings: dict, no_bert: bool, vectors: Path, systems: list[str],
+              textorch_options: tuple[str, ...] = ()) -> tuple[list[dict], list[dict], list[dict], list[str]]:
     """The suite: fixed-epoch training of every job and seed, then the tagging measures of
-    each job's first-seed models; also what was left out, and why."""
+    each job's first-seed models (and with Wapiti, :func:`measure_whole_files`); also what was
+    left out, and why."""
     left_out = bert_left_out(no_bert, settings["tasks"])
     bert, skip = (None, left_out) if left_out else _bert_job(r, settings["bert_epochs"])
     skipped = [skip] if skip else []
@@ -622,13 +778,17 @@ def run_suite(r: Runner, settings: dict, no_bert: bool, vectors: Path) -> tuple[
     for line in skipped:
         print(line, flush=True)
     files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"])
-    jobs = [{"key": f"{t}-BidLSTM_CRF", "task": t, "architecture": "BidLSTM_CRF", "epochs": settings["epochs"][t],
+    architecture = settings["architecture"]
+    jobs = [{"key": f"{t}-{architecture}", "task": t, "architecture": architecture, "epochs": settings["epochs"][t],
              "setting": "fixed epochs"} for t in settings["tasks"]]
     if bert:
         jobs.append(bert)
-    train_runs = train_all(r, jobs, files, settings["seeds"], vectors, tuple(settings["bf16_train_tasks"]))
+    train_runs = train_all(r, jobs, files, settings["seeds"], vectors, tuple(settings["bf16_train_tasks"]),
+                           systems=tuple(systems), textorch_options=textorch_options)
     tagging = [measure_tagging(r, job, files[(job["task"], job.get("seeds", settings["seeds"])[0])], settings)
                for job in jobs]
+    if "wapiti" in systems and settings["tag_tokens"] > 0:
+        tagging += measure_whole_files(r, jobs, files, settings["seeds"][0], settings, systems)
     return jobs, train_runs, tagging, skipped
 
 

@@ -544,7 +544,8 @@ def test_f1_is_not_paired_when_the_two_systems_were_scored_on_different_sequence
 
 def test_early_stopping_jobs_train_each_system_at_its_own_defaults():
     jobs = bench_vs_delft.early_stopping_jobs(bench_vs_delft.EARLY_STOPPING_TASKS)
-    assert {job["task"] for job in jobs} == {"date", "name-citation", "name-header", "affiliation-address", "conll"}
+    assert {job["task"] for job in jobs} == {"date", "name-citation", "name-header", "affiliation-address", "figure",
+                                            "conll"}
     conll = next(job for job in jobs if job["task"] == "conll")
     delft, ours = bench_vs_delft._training_options(conll, seed=2)
     assert delft[-2:] == ["--defaults", "ner"] and ours[-2:] == ["--preset", "ner"]
