@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +31,7 @@ from textorch.errors import ConfigError, ModelFormatError
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
 from textorch.onnx.export import ExportableTagger
+from textorch.onnx.files import staged_directory
 
 logger = logging.getLogger(__name__)
 
@@ -286,9 +284,7 @@ def _check_output(output: Path) -> None:
 
 def _write(output: Path, module: nn.Module, inputs: tuple, names: list[str], axes: dict, files: dict) -> Path:
     _check_output(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    with staged_directory(output) as staging:
         with torch.no_grad(), warnings.catch_warnings():
             # DeLFT's exporter is the TorchScript one too (its warning that a newer one exists is no news)
             warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
@@ -297,11 +293,5 @@ def _write(output: Path, module: nn.Module, inputs: tuple, names: list[str], axe
                               output_names=["emissions"], opset_version=OPSET, dynamo=False, dynamic_axes=axes)
         for name, content in files.items():
             (staging / name).write_text(json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     logger.info("DeLFT-layout ONNX export written to %s", output)
     return output

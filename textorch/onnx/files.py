@@ -13,6 +13,8 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,14 +110,29 @@ def check_output(output: Path) -> None:
         raise ConfigError(f"{output}: exists and is not an ONNX export; choose another --output")
 
 
+@contextmanager
+def staged_directory(output: Path) -> Iterator[Path]:
+    """A fresh folder beside ``output`` to write an export into; on success it replaces
+    ``output`` in one rename (readers see the old export or the new one, never a mix), on any
+    error it is removed and ``output`` is left as it was."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        yield staging
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def write_export(output: str | Path, graph: Graph, json_files: dict[str, object], quantize: bool,
                  binary_files: dict[str, bytes] | None = None) -> Path:
     """Export ``graph`` to ``output/model.onnx`` (and ``model.int8.onnx``) plus the given files, atomically."""
     output = Path(output)
     check_output(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    with staged_directory(output) as staging:
         with torch.no_grad(), warnings.catch_warnings():
             # The exporter warns about RNN batch sizes (we pass no initial state, so any batch
             # size works), negative indices (ours never are) and the traced Python conditions of
@@ -134,12 +151,6 @@ def write_export(output: str | Path, graph: Graph, json_files: dict[str, object]
             (staging / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         for name, data in (binary_files or {}).items():
             (staging / name).write_bytes(data)
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     logger.info("ONNX export written to %s", output)
     return output
 
