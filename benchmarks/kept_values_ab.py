@@ -1,4 +1,4 @@
-"""In-process A/B of what tagging keeps across calls, and of pausing the garbage collector.
+"""In-process A/B of what tagging keeps across calls.
 
     .venv/bin/python benchmarks/kept_values_ab.py [--train FILE] [--test FILE] [--vectors FILE]
         [--sentences 300] [--rounds 12]
@@ -7,8 +7,7 @@ Trains a default CoNLL-2003 tagger for one epoch on the first 600 sentences of `
 weights only need to be a real model's shape), then times, in one process with the variants
 alternating: one-sequence calls over ``--sentences`` test sentences (tokens seen before) and one
 call over them at batch 32, with everything kept (the default), without LSTM weights laid out
-for oneDNN, and without the token-vector cache; the garbage collector paused around the call
-against not paused; and what one content check of the kept values costs
+for oneDNN, and without the token-vector cache; and what one content check of the kept values costs
 (``WeightSnapshot.matches``). Prints medians and minima in milliseconds (docs/performance.md).
 """
 
@@ -31,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from textorch.data.readers import read_conll  # noqa: E402
 from textorch.models import onednn_lstm  # noqa: E402
 from textorch.models.weight_state import WeightSnapshot  # noqa: E402
-from textorch.runtime.gc_pause import gc_paused  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -104,8 +102,6 @@ def main() -> None:
                 "no token-vector cache": lambda: without(kept_vectors=False)}
     _report("one-sequence calls", _alternated(variants, lambda: [labeler.predict([s]) for s in test], args.rounds))
     _report("one call, batch 32", _alternated(variants, lambda: labeler.predict(test, batch_size=32), args.rounds))
-    collector = {"collector on": contextlib.nullcontext, "collector paused": gc_paused}
-    _report("one call, batch 32", _alternated(collector, lambda: labeler.predict(test, batch_size=32), args.rounds))
     rnn = labeler.model.encoder.rnn
     for name, params in (("word LSTM direction", onednn_lstm._sources(rnn, 0, "")),
                          ("character encoder", tuple(labeler._char_encoder().parameters()))):

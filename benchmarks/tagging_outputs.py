@@ -27,9 +27,8 @@ def _float_bits(values: list[float]) -> list[str]:
 
 def dump(jobs: dict[str, tuple[str, str]], one_sequence: int) -> dict[str, list]:
     """``{job/route: [[labels, score bits], ...]}`` for each job's test file."""
-    # The old module path on purpose: it resolves on code from before and after the layout change.
     from textorch.data.readers import read_labelled
-    from textorch.labeler import SequenceLabeler
+    from textorch.tagging.labeler import SequenceLabeler
 
     outputs: dict[str, list] = {}
     for name, (model_dir, test_file) in jobs.items():

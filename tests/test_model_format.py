@@ -174,6 +174,41 @@ def test_unwritable_output_fails_before_any_training(tiny_grobid: Path, tmp_path
     assert blocker.read_text() == "not a directory\n"
 
 
+class _Stop(Exception):
+    """Raised where training would start: the checks before it are what is counted."""
+
+
+@pytest.mark.parametrize("door", ["seq files", "seq corpora", "cls files", "cls corpora"])
+def test_the_output_is_checked_once_per_training_call(door: str, tiny_grobid: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every door (files or corpora, either task) probes the output once, before training."""
+    import textorch.classification.training as cls_training
+    import textorch.tagging.api as seq_api
+    import textorch.tagging.training as seq_training
+    from textorch.classification.classifier import ClsDataConfig, TextClassifier
+    from textorch.classification.classify_files import read_labelled as read_texts
+    from textorch.data.readers import read_labelled
+    from tiny_classification import write_tiny_csv
+
+    probed: list[str] = []
+    for module in (seq_training, cls_training, seq_api):
+        monkeypatch.setattr(module, "check_writable", lambda output: probed.append(str(output)), raising=False)
+    for task in (SequenceLabeler, TextClassifier):
+        monkeypatch.setattr(task, "build", lambda *a, **k: (_ for _ in ()).throw(_Stop()))
+    output = tmp_path / "model"
+    task, data = door.split()
+    if task == "seq":
+        train = tiny_grobid if data == "files" else read_labelled(tiny_grobid)
+        with pytest.raises(_Stop):
+            SequenceLabeler.train(train, output=output, max_epoch=1)
+    else:
+        texts = write_tiny_csv(tmp_path / "tiny.csv")
+        train = texts if data == "files" else read_texts(str(texts), ClsDataConfig())
+        with pytest.raises(_Stop):
+            TextClassifier.train(train, output=output, max_epoch=1)
+    assert probed == [str(output)]
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, a pseudo file system")
 @pytest.mark.parametrize("command", ["seq", "cls"])
 def test_output_on_a_pseudo_file_system_fails_before_any_training(

@@ -6,15 +6,9 @@ on first use so that ``import textorch`` (the CLI's ``--version``, say) does not
 
 from __future__ import annotations
 
-import os as _os
-
 __version__ = "0.1.0"
 
 __all__ = ["SequenceLabeler", "TextClassifier", "__version__"]
-
-# Old module paths (``textorch.config``, ``textorch.classifier``...) resolve through one file each
-# in legacy_paths/, searched after the package's own folder.
-__path__.append(_os.path.join(_os.path.dirname(__file__), "legacy_paths"))
 
 _LAZY = {"SequenceLabeler": "textorch.tagging.labeler", "TextClassifier": "textorch.classification.classifier"}
 

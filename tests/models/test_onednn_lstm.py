@@ -345,10 +345,3 @@ def test_the_bf16_probe_says_no_without_its_operator(monkeypatch: pytest.MonkeyP
     finally:
         monkeypatch.undo()
         precision.cpu_has_native_bf16.cache_clear()
-
-
-def test_the_former_module_path_and_name_still_work() -> None:
-    import textorch.models.packed_lstm as former
-
-    assert former is onednn_lstm
-    assert former.packed_lstm_available is laid_out_lstm_available

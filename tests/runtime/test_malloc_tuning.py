@@ -1,4 +1,4 @@
-"""glibc's allocator keeps freed memory in textorch's own processes; the user's settings win."""
+"""glibc's allocator keeps freed memory in a process that asks for it; the user's settings win."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import textwrap
 import pytest
 
 from textorch.runtime import malloc_tuning
-from textorch.cli.main import main
 from textorch.runtime.malloc_tuning import keep_freed_memory
 
 on_glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
@@ -23,7 +22,7 @@ CHURN = textwrap.dedent("""
     import resource, sys
     import numpy as np
     from textorch.runtime.malloc_tuning import keep_freed_memory
-    print(keep_freed_memory())
+    print(keep_freed_memory() if sys.argv[1] == "tune" else False)
     big = np.ones(8 * 2**20 // 8); del big
     def round_trip():
         held = [np.ones(4 * 2**20 // 8) for _ in range(5)]
@@ -36,27 +35,27 @@ CHURN = textwrap.dedent("""
 """)
 
 
-def _churn(env_extra: dict[str, str]) -> tuple[str, int]:
+def _churn(tune: bool) -> tuple[str, int]:
     import os
 
-    env = {k: v for k, v in os.environ.items() if k != malloc_tuning.DISABLE_ENV}
-    done = subprocess.run([sys.executable, "-c", CHURN], env={**env, **env_extra}, capture_output=True, text=True,
-                          check=True)
+    env = {k: v for k, v in os.environ.items()
+           if k not in malloc_tuning.THRESHOLD_VARIABLES and k != "GLIBC_TUNABLES"}
+    done = subprocess.run([sys.executable, "-c", CHURN, "tune" if tune else "leave"], env=env, capture_output=True,
+                          text=True, check=True)
     tuned, faults = done.stdout.split()
     return tuned, int(faults)
 
 
 @needs_glibc
 def test_freed_memory_is_reused_instead_of_faulted_back_in() -> None:
-    tuned, faults_tuned = _churn({})
-    untuned, faults_untuned = _churn({malloc_tuning.DISABLE_ENV: "0"})
+    tuned, faults_tuned = _churn(True)
+    untuned, faults_untuned = _churn(False)
     assert (tuned, untuned) == ("True", "False")
     assert faults_untuned >= 1000  # about 2,000 here: much of the 20 MB of each round, page by page
     assert faults_tuned < 100
 
 
 @pytest.mark.parametrize("variable, value", [
-    (malloc_tuning.DISABLE_ENV, "0"),
     ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1048576"),
     ("MALLOC_TRIM_THRESHOLD_", "1048576"),
 ])
@@ -70,14 +69,6 @@ def test_the_users_own_settings_win(variable: str, value: str, monkeypatch: pyte
 
 
 def test_other_c_libraries_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(malloc_tuning.DISABLE_ENV, raising=False)
     monkeypatch.setattr(malloc_tuning.platform, "libc_ver", lambda: ("", ""))
     monkeypatch.setattr(malloc_tuning.ctypes, "CDLL", lambda *a: pytest.fail("mallopt must not be reached"))
     assert keep_freed_memory() is False
-
-
-def test_the_command_line_tunes_its_own_process(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    calls: list[int] = []
-    monkeypatch.setattr("textorch.cli.main.keep_freed_memory", lambda: calls.append(1) or True)
-    assert main(["seq", "tag", "--model", str(tmp_path / "missing"), "--input", str(tmp_path / "none.txt")]) == 2
-    assert calls == [1]

@@ -29,8 +29,17 @@ from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.readers import read_conll
 from textorch.errors import TextorchError
 from textorch.tagging.labeler import SequenceLabeler
-from textorch.train.checkpoint import FINAL, STATE_FILE, Checkpointer, CheckpointError, list_checkpoints
-from textorch.train.trainer import Trainer
+from textorch.train.checkpoint import (
+    FINAL,
+    STATE_FILE,
+    Checkpointer,
+    CheckpointError,
+    list_checkpoints,
+    read_checkpoint,
+    resume_progress,
+)
+from textorch.train.dist import DistContext
+from textorch.train.trainer import Trainer, adam
 
 pytestmark = pytest.mark.processes  # see tests/conftest.py: scheduled first
 
@@ -246,6 +255,38 @@ def test_keeps_the_last_k_and_state_loads_with_weights_only(tmp_path: Path) -> N
     assert set(state) >= {"model", "optimizer", "rng", "partial_epoch_totals"}
     meta = json.loads((tmp_path / "ck" / "e00003-s00000002" / "checkpoint.json").read_text())
     assert meta["position"] == {"epoch": 3, "step": 2, "global_step": 8} and len(meta["history"]) == 2
+
+
+def _same(a, b) -> bool:
+    """Equal nested states, tensors compared bit for bit."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_the_trainer_state_goes_through_the_checkpointer_as_a_dict(tmp_path: Path) -> None:
+    """The trainer gives and takes its state (weights, optimizer, scheduler, scaler); the
+    checkpointer writes and reads that dict without reaching into a trainer."""
+    corpus = read_conll(write_tiny_conll(tmp_path / "t.conll", n=12))
+    config = TrainConfig(batch_size=4, max_epoch=2, early_stop=False)
+    first, second = (SequenceLabeler.build(corpus, TINY, DataConfig(), None, "cpu", seed=s) for s in (1, 2))
+    data = first.encode(corpus.sequences, with_labels=True)
+    trained = Trainer(first.model, config, torch.device("cpu"), checkpoints=Checkpointer(tmp_path / "ck", {}, "x"))
+    trained.fit(data)
+    snapshot = read_checkpoint(tmp_path / "ck" / "e00002-s00000000")  # after epoch 1 of 3 steps
+    state, progress = resume_progress(snapshot, DistContext())
+    assert set(state) == set(trained.state_dict()) == {"model", "optimizer", "scheduler", "scaler"}
+    assert (progress.epoch, progress.step, progress.global_step) == (2, 0, 3)
+    assert _same(state["model"], snapshot.state["model"]) and state["optimizer"]["state"]
+    fresh = Trainer(second.model, config, torch.device("cpu"))
+    fresh.optimizer, fresh.scheduler = adam(fresh.model, config, 6)
+    assert not _same(fresh.state_dict()["model"], state["model"])
+    fresh.load_state_dict(state)
+    assert _same(fresh.state_dict(), state)
 
 
 def test_damaged_newest_checkpoint_is_skipped_and_other_runs_refused(tmp_path: Path, caplog) -> None:

@@ -90,8 +90,8 @@ def train_classifier(
     data_config = replace(data_config, format=data_config.format or train.format)
     valid = read_labelled(valid_path, data_config) if valid_path else None
     test = read_labelled(test_path, data_config) if test_path else None
-    return train_classifier_on(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
-                               device, cache_dir, ctx, fold_parallel, run)
+    return _train_checked(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
+                          device, cache_dir, ctx, spread, run)
 
 
 def train_classifier_on(
@@ -115,6 +115,16 @@ def train_classifier_on(
     spread = spread_folds(fold_parallel, model_config.fold_count, ctx.world_size)
     if output is not None:
         check_writable(output)
+    return _train_checked(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
+                          device, cache_dir, ctx, spread, run)
+
+
+def _train_checked(
+    train: ClsCorpus, output: str | None, model_config: ClsModelConfig, train_config: TrainConfig,
+    data_config: ClsDataConfig, valid: ClsCorpus | None, test: ClsCorpus | None, hold_out_test: bool, device: str,
+    cache_dir: str | None, ctx: DistContext, spread: bool, run: RunCheckpoints | None,
+) -> ClsTrainOutcome:
+    """:func:`train_classifier_on` once ``output`` was checked, by either door, once."""
     data_config = replace(data_config, format=data_config.format or train.format)  # saved: how to read its files
     if valid is not None and model_config.fold_count > 1:
         raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")

@@ -20,6 +20,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"textorch {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--tune-allocator", action="store_true",
+                        help="this process only: let glibc keep freed memory for the next call (steadier tagging "
+                             "times, a few %% faster; see textorch/runtime/malloc_tuning.py and docs/performance.md)")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     demo.register(groups)
     seq.register(groups)
@@ -49,7 +52,6 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    keep_freed_memory()  # this process is textorch's own: see textorch.runtime.malloc_tuning
     code = _run_command(argv)
     from textorch.train.dist import end_group_process, joined_a_group
 
@@ -62,6 +64,8 @@ def _run_command(argv: list[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
+    if args.tune_allocator:  # a process setting: asked for, never the default
+        keep_freed_memory()
     if getattr(args, "engine", "torch") == "onnx" and getattr(args, "device", None) == "auto":
         args.device = "cpu"  # ONNX Runtime runs on the CPU here: "auto" must not pick a GPU for it
     from textorch.train import launch

@@ -17,7 +17,6 @@ from textorch.tagging.answer import tagging_document
 from textorch.train.dist import session
 from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
 from textorch.data.readers import read_labelled
-from textorch.runtime.gc_pause import gc_paused
 from textorch.tagging import tag_files, training
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.cli.run_options import (
@@ -32,9 +31,6 @@ from textorch.cli.run_options import (
 from textorch.cli.export import add_engine_options, apply_engine_options
 
 _TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
-
-_GC_NOTE = ("Python's cyclic garbage collector is paused while the model tags (this command's process "
-            "only; see docs/performance.md).")
 
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -147,8 +143,7 @@ def _eval(args: argparse.Namespace) -> int:
         labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
         corpus = read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
-        with gc_paused():  # this process's own state: the library leaves the collector alone
-            scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
+        scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
     if ctx.is_main:
         print(format_report(scores))
         training.write_metrics(scores, args.metrics_json)
@@ -163,9 +158,8 @@ def _tag(args: argparse.Namespace) -> int:
         load_s = time.perf_counter() - started
         corpus = tag_files.read_for_tagging(args.input, args.input_format, labeler)
         # Only JSON output (text input) carries confidences; CoNLL and GROBID output is labels.
-        with gc_paused():  # this process's own state: the library leaves the collector alone
-            predictions, tag_s = tag_files.tag_corpus(labeler, corpus, args.batch_size, ctx,
-                                                      with_scores=args.input_format == "text")
+        predictions, tag_s = tag_files.tag_corpus(labeler, corpus, args.batch_size, ctx,
+                                                  with_scores=args.input_format == "text")
     if ctx.is_main:  # every process holds all predictions; one writes them
         _write_tagged(args, corpus, predictions, tag_s)
         if args.stats_json:
@@ -211,7 +205,7 @@ def register(groups: argparse._SubParsersAction) -> None:
                        "a tagger", "labelled training file (CoNLL or GROBID)", "held out by seed")
 
     p = commands.add_parser("eval", help="evaluate a saved model on a labelled file",
-                            description=f"Evaluate a saved model on a labelled file. {_GC_NOTE}")
+                            description="Evaluate a saved model on a labelled file.")
     p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
@@ -221,7 +215,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_eval)
 
     p = commands.add_parser("tag", help="tag text, CoNLL or GROBID input with a saved model",
-                            description=f"Tag text, CoNLL or GROBID input with a saved model. {_GC_NOTE}")
+                            description="Tag text, CoNLL or GROBID input with a saved model.")
     p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--input", required=True, help="file to tag")
     p.add_argument("--output", help="output file (default: stdout)")

@@ -1,1 +1,1 @@
-"""Process-level knobs a caller opts into (allocator, garbage collector) and the choice of inference precision."""
+"""The process-level knob a caller opts into (the allocator) and the choice of inference precision."""

@@ -1,4 +1,4 @@
-"""glibc's allocator told to keep freed memory for the next call, in textorch's own processes.
+"""glibc's allocator told to keep freed memory for the next call, in a process that asks for it.
 
 A tagging call allocates and frees tensors of a few megabytes (a padded batch of long GROBID
 headers, the character table of a file). glibc serves blocks above its mmap threshold with
@@ -8,15 +8,16 @@ faults cost kernel time on every call, and how many there are depends on the pro
 history, so two processes time the same call differently. With glibc's thresholds set where its
 own rules would take them at most (below), that memory stays in the heap from one call to the
 next: tagging calls take fewer faults and time more steadily, for a peak memory barely higher;
-training is not affected (docs/performance.md).
+training is not affected.
 
-PyTorch's own CPU launcher gets the same effect by preloading jemalloc or tcmalloc; textorch
-cannot choose the allocator of a running process, so it calls ``mallopt`` at the start of its
-command line (``textorch ...``, the server included). Importing textorch changes nothing: a
-library must not retune the program that imports it; such a program may call
-:func:`keep_freed_memory` itself. Left alone when the user set glibc's malloc options already
-(``GLIBC_TUNABLES`` or the ``MALLOC_*_`` threshold variables), with ``TEXTORCH_MALLOC_TUNING=0``, and on
-other C libraries (musl, macOS, Windows), where nothing is done.
+What it saves stays under the project's 10 % rule for a default (docs/performance.md, "Measurements
+moved out of the code"), so nothing calls it unasked: ``textorch --tune-allocator ...`` does, for
+that command's process (the server included); a Python program may call
+:func:`keep_freed_memory` itself; the benchmark runners give the same values to every process of
+both systems through glibc's environment variables. PyTorch's own CPU launcher gets the same
+effect by preloading jemalloc or tcmalloc. Importing textorch changes nothing. Left alone when
+the user set glibc's malloc options already (``GLIBC_TUNABLES`` or the ``MALLOC_*_`` threshold
+variables), and on other C libraries (musl, macOS, Windows), where nothing is done.
 """
 
 from __future__ import annotations
@@ -27,9 +28,6 @@ import os
 import platform
 
 logger = logging.getLogger(__name__)
-
-DISABLE_ENV = "TEXTORCH_MALLOC_TUNING"
-"""Set to 0 to keep glibc's own allocator settings in textorch's processes."""
 
 MMAP_THRESHOLD = 32 * 2**20
 """Blocks below this come from the heap. glibc's own threshold starts at 128 KB and moves up to
@@ -49,8 +47,6 @@ _M_MMAP_THRESHOLD = -3
 
 def _user_chose() -> str | None:
     """Why the user's own settings win, or None."""
-    if os.environ.get(DISABLE_ENV, "1").strip() == "0":
-        return f"{DISABLE_ENV}=0"
     if "malloc" in os.environ.get("GLIBC_TUNABLES", ""):
         return "GLIBC_TUNABLES sets malloc options"
     chosen = [name for name in THRESHOLD_VARIABLES if name in os.environ]

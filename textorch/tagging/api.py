@@ -18,7 +18,6 @@ from textorch.train.config import sort_options
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.tokenize import tokenize
 from textorch.errors import DataError
-from textorch.model_dir import check_writable
 
 if TYPE_CHECKING:  # imported for annotations only: labeler.py imports this module
     from textorch.tagging.labeler import Prediction, SequenceLabeler
@@ -93,9 +92,7 @@ class LabelerAPI:
         if isinstance(train, (str, Path)) and (valid is None or isinstance(valid, (str, Path))):
             outcome = training.train_tagger(str(train), out, *configs, valid_path=None if valid is None else str(valid),
                                             device=device, cache_dir=cache_dir)
-        else:
-            if output is not None:
-                check_writable(out)  # before reading: a bad output fails first, as for files
+        else:  # train_corpora checks the output before any training
             train_corpus = _as_corpus(train, configs[2].format)
             valid_corpus = _as_corpus(valid, train_corpus.format) if valid is not None else None
             outcome = training.train_corpora(train_corpus, out, *configs, valid=valid_corpus, device=device,

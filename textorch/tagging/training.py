@@ -14,6 +14,7 @@ import json
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -30,6 +31,9 @@ from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
 from textorch.train.resume import COMPLETE, CheckpointOptions, RunCheckpoints, describe_run, prepare_run
 from textorch.train.history import read_history, record_final_scores
+
+if TYPE_CHECKING:
+    from textorch.tagging.folds import FoldsResult
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +131,7 @@ def train_tagger(
     their shards, score the test set together; only rank 0 writes the model.
     """
     if output is not None:
-        check_writable(output)
+        check_writable(output)  # before reading the files: a bad output fails first
     if checkpoints is not None and (fold_count != 1 or input_model):
         raise ConfigError("checkpoints are not available with --fold-count/--incremental yet")
     ctx = ctx or DistContext()
@@ -139,8 +143,9 @@ def train_tagger(
                                         train_config.max_sequence_length, skip_bad_sequences)
     train, valid, test = require_feature_columns_of((train, valid, test), named_feature_columns(model_config, data_config),
                                                     skip_bad_sequences)
-    return train_corpora(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
-                         fold_count, input_model, device, cache_dir, ctx, fold_parallel, run)
+    spread = _mode_options(fold_count, input_model, fold_parallel, ctx)
+    return _train_checked(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
+                          fold_count, input_model, device, cache_dir, ctx, spread, run)
 
 
 def train_corpora(
@@ -173,56 +178,108 @@ def train_corpora(
     ``run``: the checkpoints of this run, as :func:`train_tagger` prepares them.
     """
     ctx = ctx or DistContext()
+    spread = _mode_options(fold_count, input_model, fold_parallel, ctx)
+    if output is not None:
+        check_writable(output)
+    return _train_checked(train, output, model_config, train_config, data_config, valid, test, hold_out_test,
+                          fold_count, input_model, device, cache_dir, ctx, spread, run)
+
+
+def _mode_options(fold_count: int, input_model: str | None, fold_parallel: str, ctx: DistContext) -> bool:
+    """The training mode's options checked; whether folds are spread over the processes."""
     if fold_count < 1:
         raise ConfigError(f"--fold-count must be >= 1, got {fold_count}")
     spread = spread_folds(fold_parallel, fold_count, ctx.world_size)
     if input_model and fold_count > 1:
         raise ConfigError("--incremental and --fold-count > 1 cannot be combined")
-    if output is not None:
-        check_writable(output)
+    return spread
+
+
+def _train_checked(
+    train: Corpus, output: str | None, model_config: ModelConfig, train_config: TrainConfig, data_config: DataConfig,
+    valid: Corpus | None, test: Corpus | None, hold_out_test: bool, fold_count: int, input_model: str | None,
+    device: torch.device | str, cache_dir: str | None, ctx: DistContext, spread: bool, run: RunCheckpoints | None,
+) -> TrainOutcome:
+    """:func:`train_corpora` once its options and ``output`` were checked (by either door, once):
+    split, then one of four modes (a finished run resumed, continued training, n folds, one
+    model), then score the test data and save."""
     train, valid, test = split_for_training(train, valid, test, hold_out_test, train_config, fold_count)
     train_config = fitted_to_data(train_config, len(train), valid is not None or fold_count > 1)
     splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
     logger.info("data: %s (%s) — %d train, %d valid, %d test sequences", train.path, train.format, *splits.values())
     if run is not None and run.status == COMPLETE:
         return _already_trained(run, test, splits, device, cache_dir, ctx)
+    early_stop_on = valid if train_config.early_stop else None
     folds = None
     if input_model:
-        labeler, previous = _continue_from(input_model, train, device, cache_dir, train_config.seed)
-        labeler.fit(train, valid if train_config.early_stop else None, train_config, ctx=ctx)
-        if labeler.history is not None:
-            last = labeler.history.runs[-1]
-            last.name, last.continues = "incremental", True
-            labeler.history.runs = [*previous, last]
+        labeler = _train_incremental(input_model, train, early_stop_on, train_config, device, cache_dir, ctx)
+    elif fold_count > 1:
+        folds = _train_folds(train, test, model_config, train_config, data_config, fold_count, device, cache_dir,
+                             ctx, spread)
+        labeler = folds.labeler
     else:
-        from textorch.embeddings.for_models import open_for_training
-
-        with ctx.local_main_first():  # one process per machine builds the embeddings cache
-            embeddings = open_for_training(data_config.embeddings, cache_dir)
-        if fold_count > 1:
-            from textorch.tagging.folds import train_folds
-
-            folds = train_folds(train, test, model_config, train_config, data_config, fold_count, embeddings, device, ctx, spread)
-            labeler = folds.labeler
-        else:
-            labeler = SequenceLabeler.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
-            labeler.fit(train, valid if train_config.early_stop else None, train_config, ctx=ctx,
-                        checkpoints=run.checkpointer() if run is not None else None)
-            _log_training(labeler)
+        labeler = _train_one(train, early_stop_on, model_config, train_config, data_config, device, cache_dir, ctx, run)
     outcome = TrainOutcome(labeler, splits=splits, folds=folds.summary() if folds else None)
     if test is not None:
         outcome.test_scores = folds.test_scores[folds.kept] if folds else labeler.evaluate(test, ctx=ctx)
         record_final_scores(labeler.history, outcome.test_scores, str(test.path))
-    if output is not None:
-        if run is not None:
-            run.before_save(ctx)
-        if ctx.is_main:
-            labeler.save(output, run.model_record() if run is not None else None)
-            logger.info("model saved to %s", output)
-        ctx.barrier()  # nobody may read the model directory before rank 0 has written it
+    _save(labeler, output, run, ctx)
     if run is not None:
         run.finish(ctx, outcome.test_scores)
     return outcome
+
+
+def _train_one(train: Corpus, valid: Corpus | None, model_config: ModelConfig, train_config: TrainConfig,
+               data_config: DataConfig, device: torch.device | str, cache_dir: str | None, ctx: DistContext,
+               run: RunCheckpoints | None) -> SequenceLabeler:
+    """One new model, checkpointed when ``run`` says so."""
+    embeddings = _embeddings(data_config, cache_dir, ctx)
+    labeler = SequenceLabeler.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
+    labeler.fit(train, valid, train_config, ctx=ctx, checkpoints=run.checkpointer() if run is not None else None)
+    _log_training(labeler)
+    return labeler
+
+
+def _train_folds(train: Corpus, test: Corpus | None, model_config: ModelConfig, train_config: TrainConfig,
+                 data_config: DataConfig, fold_count: int, device: torch.device | str, cache_dir: str | None,
+                 ctx: DistContext, spread: bool) -> "FoldsResult":
+    """``fold_count`` models, each validated on its own fold (:mod:`textorch.tagging.folds`)."""
+    from textorch.tagging.folds import train_folds
+
+    embeddings = _embeddings(data_config, cache_dir, ctx)
+    return train_folds(train, test, model_config, train_config, data_config, fold_count, embeddings, device, ctx, spread)
+
+
+def _train_incremental(input_model: str, train: Corpus, valid: Corpus | None, train_config: TrainConfig,
+                       device: torch.device | str, cache_dir: str | None, ctx: DistContext) -> SequenceLabeler:
+    """The saved model trained further on ``train``; its history goes on with one more run."""
+    labeler, previous = _continue_from(input_model, train, device, cache_dir, train_config.seed)
+    labeler.fit(train, valid, train_config, ctx=ctx)
+    if labeler.history is not None:
+        last = labeler.history.runs[-1]
+        last.name, last.continues = "incremental", True
+        labeler.history.runs = [*previous, last]
+    return labeler
+
+
+def _embeddings(data_config: DataConfig, cache_dir: str | None, ctx: DistContext):
+    """The word vectors of a new model; one process per machine builds their cache."""
+    from textorch.embeddings.for_models import open_for_training
+
+    with ctx.local_main_first():
+        return open_for_training(data_config.embeddings, cache_dir)
+
+
+def _save(labeler: SequenceLabeler, output: str | None, run: RunCheckpoints | None, ctx: DistContext) -> None:
+    """Rank 0 writes the model; every process waits until it is there."""
+    if output is None:
+        return
+    if run is not None:
+        run.before_save(ctx)
+    if ctx.is_main:
+        labeler.save(output, run.model_record() if run is not None else None)
+        logger.info("model saved to %s", output)
+    ctx.barrier()  # nobody may read the model directory before rank 0 has written it
 
 
 def _log_training(labeler: SequenceLabeler) -> None:

@@ -32,7 +32,7 @@ import shutil
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import torch
 
@@ -42,9 +42,6 @@ from textorch.train.dist import DistContext
 from textorch.train.rng_state import capture_rng
 
 from textorch.train.records import EpochRecord, Progress, TrainingResult
-
-if TYPE_CHECKING:  # the trainer imports this module, not the other way round
-    from textorch.train.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -157,22 +154,23 @@ class Checkpointer:
         """A step checkpoint after this many optimizer steps in all (epoch ends are always saved)."""
         return self.every_steps > 0 and global_step % self.every_steps == 0
 
-    def save(self, trainer: "Trainer", progress: "Progress", totals: torch.Tensor | None = None) -> None:
+    def save(self, ctx: DistContext, device: torch.device, trainer_state: dict, progress: "Progress",
+             totals: torch.Tensor | None = None) -> None:
         """Checkpoint at ``progress``'s position; collective: every process calls it at the same step.
 
-        ``totals``: this process's loss/sequence/token sums of the unfinished epoch.
+        ``trainer_state``: what :meth:`Trainer.state_dict` gives (model, optimizer, scheduler,
+        scaler); ``totals``: this process's loss/sequence/token sums of the unfinished epoch.
         """
-        ctx = trainer.ctx
-        rng = ctx.all_gather_objects(capture_rng(trainer.device))
+        rng = ctx.all_gather_objects(capture_rng(device))
         partial = torch.zeros(3, dtype=torch.float64) if totals is None else totals.clone()
-        partial = ctx.all_reduce_sum(partial.to(trainer.device)).cpu()
+        partial = ctx.all_reduce_sum(partial.to(device)).cpu()
         if ctx.is_main:
             state = {
-                "model": trainer.model.state_dict(),
+                "model": trainer_state["model"],
                 "best_model": progress.best_state,
-                "optimizer": trainer.optimizer.state_dict(),
-                "scheduler": trainer.scheduler.state_dict() if trainer.scheduler is not None else None,
-                "scaler": trainer.precision.scaler.state_dict() if trainer.precision.scaler is not None else None,
+                "optimizer": trainer_state["optimizer"],
+                "scheduler": trainer_state["scheduler"],
+                "scaler": trainer_state["scaler"],
                 "rng": rng,
                 "partial_epoch_totals": partial,
             }
@@ -190,12 +188,12 @@ class Checkpointer:
             self._prune()
         ctx.barrier()
 
-    def save_final(self, trainer: "Trainer", result: "TrainingResult") -> None:
+    def save_final(self, ctx: DistContext, model_state: dict, result: "TrainingResult") -> None:
         """The final weights and the result, so that a resumed run need not train again."""
-        if trainer.ctx.is_main:
+        if ctx.is_main:
             meta = {"complete": True, "result": {**asdict(result), "history": [asdict(r) for r in result.history]}}
-            self._write(FINAL, meta, {"model": trainer.model.state_dict()})
-        trainer.ctx.barrier()
+            self._write(FINAL, meta, {"model": model_state})
+        ctx.barrier()
 
     def _write(self, name: str, meta: dict, state: dict) -> None:
         tmp = self.directory / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
@@ -341,7 +339,7 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-# --------------------------------------------------------------------- back into a trainer
+# --------------------------------------------------------------------- back to the trainer
 def final_result(snapshot: Snapshot) -> "TrainingResult":
     """The training result recorded in a ``final`` checkpoint."""
     saved = dict(snapshot.meta["result"])
@@ -349,27 +347,25 @@ def final_result(snapshot: Snapshot) -> "TrainingResult":
     return TrainingResult(history=history, **saved)
 
 
-def resume_progress(trainer: "Trainer", snapshot: Snapshot) -> "Progress":
-    """Load an in-progress checkpoint into ``trainer`` (weights, optimizer, scheduler, scaler)
-    and return where training stands. Random states are restored separately, just before the
-    first step (:func:`textorch.train.rng_state.restore_rng`), since setting up the trainer may draw random numbers."""
+def resume_progress(snapshot: Snapshot, ctx: DistContext) -> tuple[dict, "Progress"]:
+    """An in-progress checkpoint as the trainer's state (for :meth:`Trainer.load_state_dict`:
+    weights, optimizer, scheduler, scaler) and where training stands. Random states are restored
+    separately, just before the first step (:func:`textorch.train.rng_state.restore_rng`), since
+    setting up the trainer may draw random numbers."""
 
     state, meta = snapshot.state, snapshot.meta
-    if len(state["rng"]) != trainer.ctx.world_size:
+    if len(state["rng"]) != ctx.world_size:
         raise CheckpointError(f"{snapshot.path}: made by {len(state['rng'])} process(es), resumed with "
-                              f"{trainer.ctx.world_size}: resume with the same --devices/--nnodes")
-    trainer.model.load_state_dict(state["model"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
-    if trainer.scheduler is not None and state.get("scheduler") is not None:
-        trainer.scheduler.load_state_dict(state["scheduler"])
-    if trainer.precision.scaler is not None and state.get("scaler") is not None:
-        trainer.precision.scaler.load_state_dict(state["scaler"])
+                              f"{ctx.world_size}: resume with the same --devices/--nnodes")
+    trainer_state = {"model": state["model"], "optimizer": state["optimizer"],
+                     "scheduler": state.get("scheduler"), "scaler": state.get("scaler")}
     stopping, position = meta["early_stopping"], meta["position"]
     result = TrainingResult(history=[EpochRecord(**r) for r in meta["history"]],
                             best_epoch=stopping["best_epoch"], best_score=stopping["best_score"])
     # The epoch's sums so far were reduced over processes when saved: rank 0 carries them on.
-    partial = state["partial_epoch_totals"] if trainer.ctx.is_main else torch.zeros(3, dtype=torch.float64)
-    return Progress(result=result, epoch=position["epoch"], step=position["step"], global_step=position["global_step"],
-                    epochs_without_gain=stopping["epochs_without_gain"], best_state=state.get("best_model"),
-                    totals=partial.clone(), total_tokens=meta["total_tokens"], elapsed_s=meta["train_seconds"],
-                    rng=state["rng"])
+    partial = state["partial_epoch_totals"] if ctx.is_main else torch.zeros(3, dtype=torch.float64)
+    progress = Progress(result=result, epoch=position["epoch"], step=position["step"],
+                        global_step=position["global_step"], epochs_without_gain=stopping["epochs_without_gain"],
+                        best_state=state.get("best_model"), totals=partial.clone(),
+                        total_tokens=meta["total_tokens"], elapsed_s=meta["train_seconds"], rng=state["rng"])
+    return trainer_state, progress

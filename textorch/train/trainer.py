@@ -105,6 +105,26 @@ class Trainer:
         self.precision = Precision(config.precision, device)
         self.train_model: nn.Module = model
 
+    def state_dict(self) -> dict:
+        """What training needs besides the data to continue where it stands: the weights, the
+        optimizer, the scheduler and the gradient scaler (None for the two that are absent)."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "scaler": self.precision.scaler.state_dict() if self.precision.scaler is not None else None,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Back to a :meth:`state_dict`; the optimizer and scheduler must have been built
+        (:meth:`fit` builds them first). A scheduler or scaler state that is None is left alone."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        if self.precision.scaler is not None and state.get("scaler") is not None:
+            self.precision.scaler.load_state_dict(state["scaler"])
+
     def fit(self, data: TrainingData) -> TrainingResult:
         """Train until ``max_epoch`` or early stopping; the model ends with the best epoch's weights.
 
@@ -120,7 +140,8 @@ class Trainer:
         if snapshot is not None:
             if snapshot.complete:
                 return self._finished(snapshot)
-            progress = resume_progress(self, snapshot)
+            trainer_state, progress = resume_progress(snapshot, ctx)
+            self.load_state_dict(trainer_state)
             if ctx.is_main:
                 logger.info("resuming from %s: epoch %d, step %d", snapshot.path, progress.epoch, progress.step)
         self.train_model = wrap_for_training(self.model, ctx, self.device, lambda: self._probe(data, lengths))
@@ -138,7 +159,7 @@ class Trainer:
             if stop:
                 break
             if self.checkpoints is not None and epoch < config.max_epoch:
-                self.checkpoints.save(self, progress)
+                self.checkpoints.save(ctx, self.device, self.state_dict(), progress)
         result = progress.result
         if self.validate is not None and _flat(result.history):
             # Every epoch scored the same: the validation data cannot tell them apart (a handful of
@@ -155,7 +176,7 @@ class Trainer:
         result.train_seconds = progress.elapsed_s + time.perf_counter() - start
         result.tokens_per_s = progress.total_tokens / max(sum(r.seconds for r in result.history), 1e-9)
         if self.checkpoints is not None:
-            self.checkpoints.save_final(self, result)
+            self.checkpoints.save_final(ctx, self.model.state_dict(), result)
         return result
 
     def _end_of_epoch(self, record: EpochRecord, progress: Progress) -> bool:
@@ -226,7 +247,7 @@ class Trainer:
                 loss_sum, n_sequences, n_tokens = totals.tolist()
                 bar.set_postfix(loss=f"{loss_sum / max(n_sequences, 1):.3f}", tok_s=f"{n_tokens / max(elapsed, 1e-9):.0f}")
             if self.checkpoints is not None and step < len(batches) - 1 and self.checkpoints.due(progress.global_step):
-                self.checkpoints.save(self, progress, totals)
+                self.checkpoints.save(ctx, self.device, self.state_dict(), progress, totals)
         bar.close()
         seconds = time.perf_counter() - started
         loss_sum, n_sequences, n_tokens = ctx.all_reduce_sum(totals.to(self.device)).tolist()

@@ -1,0 +1,43 @@
+"""The command line changes this process's state only where asked: the allocator with
+``--tune-allocator``, the garbage collector never (a pause earned nothing measurable)."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from textorch.cli.main import main
+from textorch.tagging.labeler import SequenceLabeler
+
+
+@pytest.fixture(autouse=True)
+def _collector_restored():
+    was_enabled = gc.isenabled()
+    yield
+    gc.enable() if was_enabled else gc.disable()
+
+
+def test_the_tag_and_eval_commands_leave_the_collector_on(tiny_conll: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    gc.enable()
+    model = tmp_path / "model"
+    SequenceLabeler.train(tiny_conll, output=model, max_epoch=1, word_hidden=8, char_hidden=4)
+    switched_off: list[str] = []
+    monkeypatch.setattr(gc, "disable", lambda: switched_off.append("gc.disable"))
+    text = tmp_path / "in.txt"
+    text.write_text("John lives in Paris .\nShe went to Berlin .\n")
+    assert main(["seq", "tag", "--model", str(model), "--input", str(text), "--output", str(tmp_path / "out.json")]) == 0
+    assert main(["seq", "eval", "--model", str(model), "--test", str(tiny_conll)]) == 0
+    assert switched_off == [] and gc.isenabled()
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_the_command_line_tunes_the_allocator_only_when_asked(asked: bool, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr("textorch.cli.main.keep_freed_memory", lambda: calls.append(1) or True)
+    option = ["--tune-allocator"] if asked else []
+    assert main([*option, "seq", "tag", "--model", str(tmp_path / "missing"), "--input", str(tmp_path / "none.txt")]) == 2
+    assert calls == ([1] if asked else [])
