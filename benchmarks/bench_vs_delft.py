@@ -84,8 +84,8 @@ and both tag the same tokens."""
 def allocator_env() -> dict[str, str]:
     """glibc's allocator settings for every process of both systems, as environment variables.
 
-    textorch's command line sets glibc's mmap and trim thresholds with ``mallopt``
-    (:mod:`textorch.runtime.malloc_tuning`); DeLFT leaves them at glibc's defaults. Set in
+    textorch's command line sets glibc's mmap and trim thresholds with ``mallopt`` when asked
+    (``--tune-allocator``, :mod:`textorch.runtime.malloc_tuning`); DeLFT leaves them at glibc's defaults. Set in
     one system's processes only, they would time the allocator with the library. Any
     program can choose them (they are process settings, not library code), so both systems
     run under textorch's values, given through glibc's own variables: textorch's
