@@ -647,6 +647,8 @@ def run_early_stopping(r: Runner, settings: dict, vectors: Path, systems: list[s
     jobs = early_stopping_jobs(settings["tasks"], settings["architecture"])
     files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"])
     whole = settings["tag_tokens"] > 0
+    if settings.get("whole_files_only"):  # the work dir's models of earlier runs, side by side in this one
+        return jobs, [], measure_whole_files(r, jobs, files, settings["seeds"][0], settings, systems)
     runs = train_all(r, jobs, files, settings["seeds"], vectors, systems=tuple(systems), keep_models=whole,
                      textorch_options=textorch_options)
     tagging = measure_whole_files(r, jobs, files, settings["seeds"][0], settings, systems) if whole else []
@@ -682,6 +684,9 @@ def main() -> int:
                         help="the architecture of the recurrent jobs (both systems), e.g. a new textorch default")
     parser.add_argument("--textorch-option", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a field of textorch's training configuration (its runner's --train-option)")
+    parser.add_argument("--whole-files-only", action="store_true",
+                        help="with --early-stopping: no training; every system's first-seed model already in the work "
+                             "dir (models/textorch, models/delft, models/wapiti) tags the whole file, side by side")
     parser.add_argument("--table", metavar="JSON", nargs="+", type=Path,
                         help="only print the table of an earlier results file; of several (e.g. one seed each), "
                              "pooled, and written to --output when given")
@@ -697,6 +702,9 @@ def main() -> int:
     settings["seeds"] = args.seeds or settings["seeds"]
     systems = wapiti_peer.parse_systems(args.systems, args.wapiti)
     settings["architecture"] = args.architecture
+    settings["whole_files_only"] = args.whole_files_only
+    if args.whole_files_only and not args.early_stopping:
+        parser.error("--whole-files-only goes with --early-stopping (it tags with that mode's models)")
     settings["tag_tokens"] = args.tag_tokens if args.tag_tokens is not None else \
         (wapiti_peer.DEFAULT_TAG_TOKENS if "wapiti" in systems else 0)
     if args.grobid_calls and set(systems) != {"delft", "textorch"}:
