@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from textorch.data.columns import column_values, value_ids
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate
 from textorch.data.template_features import TemplateFeaturizer
@@ -197,9 +198,10 @@ class SequenceEncoder:
         sequence_widths = _widest_per_sequence(widths[type_ids], bounds)
         starts, ends = bounds[:-1].tolist(), bounds[1:].tolist()
         template_rows = self.templates.rows(sequences) if self.templates is not None else [None] * len(sequences)
+        feature_ids = self._feature_ids(sequences, bounds)
         return [
             EncodedSequence(
-                casing[a:b], self._feature_ids(sequence), self._labels_of(sequence, with_labels),
+                casing[a:b], None if feature_ids is None else feature_ids[a:b], self._labels_of(sequence, with_labels),
                 None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width, rows,
             )
             for sequence, a, b, width, rows in zip(sequences, starts, ends, sequence_widths, template_rows)
@@ -216,14 +218,20 @@ class SequenceEncoder:
             self._shapes[token] = shape
         return shape
 
-    def _feature_ids(self, sequence: TokenSequence) -> np.ndarray | None:
+    def _feature_ids(self, sequences: list[TokenSequence], bounds: np.ndarray) -> np.ndarray | None:
+        """``(tokens, slots)`` ids of the feature channel's columns for all ``sequences`` end to
+        end (``bounds`` cut them apart): unseen values (and a column a sequence lacks) get
+        ``<unk>``, a sequence without features zeros. One column at a time over the whole call:
+        a vocabulary look-up per sequence and column was a large share of encoding a file."""
         if not self.feature_columns:
             return None
-        feature_ids = np.zeros((len(sequence.tokens), len(self.feature_columns)), dtype=np.int64)
-        if sequence.features:
-            for slot, column in enumerate(self.feature_columns):
-                feature_ids[: len(sequence.features), slot] = self.features[slot].ids(
-                    [token_features[column] for token_features in sequence.features])
+        feature_ids = np.empty((int(bounds[-1]), len(self.feature_columns)), dtype=np.int64)
+        for slot, values in enumerate(column_values(sequences, self.feature_columns)):
+            vocabulary = self.features[slot]
+            feature_ids[:, slot] = value_ids(values, vocabulary._index, vocabulary.unk_id)
+        for i, sequence in enumerate(sequences):
+            if not sequence.features:
+                feature_ids[bounds[i]:bounds[i + 1]] = 0
         return feature_ids
 
     def _labels_of(self, sequence: TokenSequence, with_labels: bool) -> np.ndarray | None:

@@ -16,10 +16,10 @@ possible value are computed once (a lookup array), so tagging gathers them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import repeat
 
 import numpy as np
 
+from textorch.data.columns import column_values, value_ids
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template, template_text
 
@@ -105,9 +105,7 @@ class TemplateFeaturizer:
         columns = list(self.vocabularies)
         ids = {}
         for column, values in zip(columns, _column_values(sequences, columns)):
-            # dict.get with a default of 0 for every value: one C call per value, no Python frame
-            ids[column] = np.fromiter(map(self.vocabularies[column].get, values, repeat(0)), dtype=np.int64,
-                                      count=len(position))
+            ids[column] = value_ids(values, self.vocabularies[column], 0)
         return ids, position, np.repeat(lengths, lengths)
 
     def _cell_values(self, ids: np.ndarray, position: np.ndarray, length: np.ndarray, row: int,
@@ -175,21 +173,9 @@ class TemplateFeaturizer:
 
 
 def _column_values(sequences: Sequence[TokenSequence], columns: list[int]) -> list[list[str | None]]:
-    """For each of ``columns``, its value at every token, sequences end to end (0: the token; a
-    feature column a sequence lacks reads as None, a value never seen in training). Each
-    sequence's rows are transposed once, so no Python code runs per token and column."""
-    values: list[list[str | None]] = [[] for _ in columns]
-    for sequence in sequences:
-        features = sequence.features
-        transposed = list(zip(*features)) if features else []
-        for out, column in zip(values, columns):
-            if column == 0:
-                out.extend(sequence.tokens)
-            elif column - 1 < len(transposed):
-                out.extend(transposed[column - 1])
-            else:
-                out.extend([None] * len(sequence))
-    return values
+    """For each template column (0: the token, ``k``: the ``k``-th feature column), its value at
+    every token, sequences end to end (None where a sequence lacks the column)."""
+    return column_values(sequences, [column - 1 for column in columns])
 
 
 def column_value_counts(sequences: Sequence[TokenSequence], n_columns: int, cap: int = 10_000) -> list[int]:

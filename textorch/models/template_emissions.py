@@ -32,8 +32,12 @@ class TemplateEmissions(nn.Module):
         b, l, k = rows.shape
         if self.training and self.dropout > 0:
             rows = rows * (torch.rand(rows.shape, device=rows.device) >= self.dropout)
-        # embedding_bag sums each token's K rows without materialising (B, L, K, labels).
-        summed = nn.functional.embedding_bag(rows.reshape(b * l, k), self.weight, mode="sum", padding_idx=0)
+        # embedding_bag sums each token's K rows without materialising (B, L, K, labels). Row 0
+        # starts at zero and padding_idx keeps its gradient at zero in training; outside training
+        # the sum reads it as it is (zeros, the same sum), through embedding_bag's much faster
+        # kernel without padding_idx.
+        padding = 0 if self.training else None
+        summed = nn.functional.embedding_bag(rows.reshape(b * l, k), self.weight, mode="sum", padding_idx=padding)
         return summed.reshape(b, l, -1)
 
     def set_keys(self, keys: torch.Tensor) -> None:
