@@ -155,7 +155,7 @@ def test_grobid_default_on_small_data_of_an_unknown_model_trains_on_every_sequen
     assert main(["grobid", "caption-like", "train-eval", "--input", str(tiny_grobid), "--max-epoch", "2",
                  "--output", str(output)]) == 0
     log = capsys.readouterr().err
-    assert "validation data of 4 sequences is too few to pick an epoch (fewer than 30): training on all 36" in log
+    assert "validation data of 4 sequences is too few to pick an epoch (fewer than 100): training on all 36" in log
     assert "batch size 1 for 36 training sequences (at least 20 steps an epoch)" in log
     config = json.loads((output / "config.json").read_text())
     assert config["model"]["architecture"] == apps.GROBID_DEFAULT_ARCHITECTURE
