@@ -9,8 +9,9 @@ rows to its emissions (:class:`textorch.models.template_emissions.TemplateEmissi
 Values become integers once per column (a vocabulary per column the templates read), and each
 template's value combination becomes a 64-bit key computed with NumPy over the whole call: no
 per-token, per-template string is ever built. The fitted table is the sorted array of the keys
-seen in training; a row is a key's position in it. For templates of one cell the rows of every
-possible value are computed once (a lookup array), so tagging gathers them.
+seen in training; a row is a key's position in it. For templates with few value combinations
+(one narrow column, or a pair of them) the rows of every combination are computed once (a lookup
+array), so tagging gathers them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template, template_text
 
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant of multiplicative hashing
+LOOKUP_LIMIT = 1 << 16
+"""Templates with at most this many value combinations get a lookup array of their rows (built
+once per model); the others search the table for each token's key."""
 
 
 def _mixed(key: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -58,23 +62,29 @@ class TemplateFeaturizer:
             vocabulary.pop(None, None)
             vocabularies[column] = {value: i for i, value in enumerate(vocabulary, start=1)}
         featurizer = cls(templates, vocabularies)
-        positions = featurizer._positions(sequences)
-        keys = [featurizer._keys(k, template, *positions) for k, template in enumerate(templates)]
+        ids, position, length = featurizer._positions(sequences)
+        keys = [featurizer._keys(k, [featurizer._cell_values(ids[column], position, length, row, column)
+                                     for row, column in template.cells])
+                for k, template in enumerate(templates)]
         seen = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.uint64)
         featurizer.use_table(seen[seen != 0])
         return featurizer
 
     def use_table(self, table: np.ndarray) -> None:
-        """Take the sorted keys of a fitted (or saved) model; rebuild the one-cell lookups."""
+        """Take the sorted keys of a fitted (or saved) model; rebuild the lookups of the templates
+        whose value combinations are few (:data:`LOOKUP_LIMIT`)."""
         self.table = np.ascontiguousarray(table, dtype=np.uint64)
         self._lookups = {}
         for k, template in enumerate(self.templates):
-            if len(template.cells) == 1:
-                column = template.cells[0][1]
-                values = np.arange(self._value_count(column), dtype=np.int64)
-                keys = _mixed(np.full(len(values), self._seed(k), dtype=np.uint64), values.astype(np.uint64))
-                keys[values == 0] = 0
-                self._lookups[k] = self._rows_of(keys)
+            counts = [self._value_count(column) for _, column in template.cells]
+            if int(np.prod(counts)) > LOOKUP_LIMIT:
+                continue
+            combos = np.indices(counts).reshape(len(counts), -1)  # every value combination, row-major
+            key = np.full(combos.shape[1], self._seed(k), dtype=np.uint64)
+            for values in combos:
+                key = _mixed(key, values.astype(np.uint64))
+            key[(combos == 0).any(axis=0)] = 0
+            self._lookups[k] = (counts, self._rows_of(key))
 
     @property
     def n_rows(self) -> int:
@@ -86,13 +96,21 @@ class TemplateFeaturizer:
         """Per sequence, ``(L, templates)`` int64 rows of the weight table."""
         ids, position, length = self._positions(sequences)
         out = np.zeros((len(position), len(self.templates)), dtype=np.int64)
+        cells: dict[tuple[int, int], np.ndarray] = {}  # templates share cells: each is read once
         for k, template in enumerate(self.templates):
+            for row, column in template.cells:
+                if (row, column) not in cells:
+                    cells[row, column] = self._cell_values(ids[column], position, length, row, column)
+            values = [cells[cell] for cell in template.cells]
             lookup = self._lookups.get(k)
             if lookup is not None:
-                row, column = template.cells[0]
-                out[:, k] = lookup[self._cell_values(ids[column], position, length, row, column)]
+                counts, rows = lookup
+                flat = values[0]
+                for count, more in zip(counts[1:], values[1:]):
+                    flat = flat * count + more
+                out[:, k] = rows[flat]
             else:
-                out[:, k] = self._rows_of(self._keys(k, template, ids, position, length))
+                out[:, k] = self._rows_of(self._keys(k, values))
         bounds = np.cumsum([0, *(len(s) for s in sequences)])
         return [out[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -125,15 +143,14 @@ class TemplateFeaturizer:
         shifted = np.roll(ids, -row)  # token i reads token i + row where that is in its sequence
         return np.where(inside, shifted, boundary)
 
-    def _keys(self, k: int, template: FeatureTemplate, ids: dict[int, np.ndarray], position: np.ndarray,
-              length: np.ndarray) -> np.ndarray:
-        """Template ``k``'s key for every token; 0 where a cell reads a value unseen in training."""
-        key = np.full(len(position), self._seed(k), dtype=np.uint64)
-        unseen = np.zeros(len(position), dtype=bool)
-        for row, column in template.cells:
-            values = self._cell_values(ids[column], position, length, row, column)
-            unseen |= values == 0
-            key = _mixed(key, values.astype(np.uint64))
+    def _keys(self, k: int, values: list[np.ndarray]) -> np.ndarray:
+        """Template ``k``'s key for every token from the value ids its cells read; 0 where a cell
+        reads a value unseen in training."""
+        key = np.full(len(values[0]), self._seed(k), dtype=np.uint64)
+        unseen = np.zeros(len(values[0]), dtype=bool)
+        for cell_values in values:
+            unseen |= cell_values == 0
+            key = _mixed(key, cell_values.astype(np.uint64))
         key[unseen] = 0
         return key
 
