@@ -4,9 +4,11 @@ slow way (strings, as CRF++ and Wapiti build them) to check the vectorised keys 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template
+from textorch.data import template_features
 from textorch.data.template_features import TemplateFeaturizer, column_value_counts
 
 TEMPLATE = parse_template("U0:%x[-2,0]\nU1:%x[0,1]\nU2:%x[-1,0]/%x[0,0]\nU3:%x[1,2]/%x[0,0]\n")
@@ -40,8 +42,13 @@ def _seen_values(sequences: list[TokenSequence]) -> set[str]:
     return {v for s in sequences for i in range(len(s)) for v in [s.tokens[i], *s.features[i]]}
 
 
-def test_rows_equal_iff_feature_strings_equal_and_unseen_strings_get_row_zero() -> None:
+@pytest.mark.parametrize("lookup_limit", [template_features.LOOKUP_LIMIT, 0])
+def test_rows_equal_iff_feature_strings_equal_and_unseen_strings_get_row_zero(
+        lookup_limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways to a row: lookup arrays, and (limit 0) the table searched for each key."""
+    monkeypatch.setattr(template_features, "LOOKUP_LIMIT", lookup_limit)
     featurizer = TemplateFeaturizer.fit(TRAIN, TEMPLATE)
+    assert bool(featurizer._lookups) == (lookup_limit > 0)
     train_strings = {f for s in TRAIN for token in _strings(s, TEMPLATE) for f in token}
     assert featurizer.n_rows == len(train_strings) + 1  # one row per distinct training feature
     test = [*TRAIN, _sequence("3 May , 1999", "NUM CAP PUNCT NUM"), _sequence("Unseen", "CAP")]
