@@ -34,7 +34,7 @@ DELFT_NAMES = [
     "BERT_CRF", "BERT_ChainCRF", "BERT_CRF_FEATURES", "BERT_ChainCRF_FEATURES", "BERT_CRF_CHAR",
     "BERT_CRF_CHAR_FEATURES",
 ]
-TEXTORCH_NAMES = ["BidLSTM_CRF_TEMPLATE"]
+TEXTORCH_NAMES = ["BidLSTM_CRF_FEATURES_TEMPLATE", "BidLSTM_CRF_TEMPLATE"]
 """Architectures of textorch's own, after DeLFT's names."""
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, feature_dim=3, feature_output_dim=8, dropout=0.1)
 FAST = dict(max_epoch=4, batch_size=8, learning_rate=0.01, transformer_learning_rate=0.001, early_stop=False, seed=1)
@@ -188,7 +188,7 @@ def test_cli_lists_all_architectures_and_trains_bert(
 ) -> None:
     assert main(["seq", "architectures"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == DELFT_NAMES
+    assert [line.split()[0] for line in lines] == DELFT_NAMES + TEXTORCH_NAMES
     train = write_tiny_grobid(tmp_path / "date.train", n=12)
     model = tmp_path / "model"
     code = main(["seq", "train", "--train", str(train), "--output", str(model), "--architecture", "BERT_CRF",

@@ -1,4 +1,4 @@
-"""BidLSTM_CRF_TEMPLATE: a CRF's template features added to the BiLSTM-CRF's emissions.
+"""BidLSTM_CRF_FEATURES_TEMPLATE: a CRF's template features added to the BiLSTM-CRF's emissions.
 
 Trained on the tiny GROBID fixture, it must learn weights for its template features, give the
 same labels and scores on every route (batches, one-sequence calls, a reloaded directory,
@@ -27,7 +27,7 @@ _CACHE: dict[str, SequenceLabeler] = {}
 def _trained(tiny_grobid: Path, template: Path | None = None) -> SequenceLabeler:
     def train() -> SequenceLabeler:
         corpus = read_labelled(tiny_grobid)
-        config = ModelConfig(architecture="BidLSTM_CRF_TEMPLATE", crf_template=str(template) if template else None, **SMALL)
+        config = ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_template=str(template) if template else None, **SMALL)
         labeler = SequenceLabeler.build(corpus, config, DataConfig(), seed=1)
         labeler.fit(corpus, None, TrainConfig(max_epoch=3, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
         return labeler
@@ -83,5 +83,5 @@ def test_a_template_reading_a_missing_column_names_the_file(tiny_grobid: Path, t
     template.write_text("U00:%x[0,9]\n", encoding="utf-8")  # the fixture has 4 feature columns
     corpus = read_labelled(tiny_grobid)
     with pytest.raises(DataError, match="wide.crf-template: template U00 reads column 9, but the data has columns 0-4"):
-        SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_TEMPLATE", crf_template=str(template)),
+        SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_template=str(template)),
                               DataConfig())

@@ -55,7 +55,7 @@ def _assert_same(torch_predictions, onnx_predictions) -> None:
 
 
 @pytest.mark.parametrize("architecture", ["BidLSTM_CRF", "BidLSTM_CRF_FEATURES", "BidLSTM_CNN_CRF", "BidGRU_CRF", "BidLSTM",
-                                          "BidLSTM_CRF_TEMPLATE"])
+                                          "BidLSTM_CRF_FEATURES_TEMPLATE"])
 def test_onnx_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path, architecture: str) -> None:
     labeler = _trained(tmp_path, tiny_grobid, architecture)
     sequences = read_labelled(tiny_grobid).sequences

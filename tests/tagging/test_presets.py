@@ -65,7 +65,9 @@ def test_transformer_settings_are_delft_1_2_0s(model: str) -> None:
 
 
 def test_textorchs_default_adds_rules_that_follow_the_data() -> None:
-    assert apps.GROBID_DEFAULT_ARCHITECTURE == "BidLSTM_CRF_TEMPLATE"
+    assert apps.GROBID_DEFAULT_ARCHITECTURE == "BidLSTM_CRF_FEATURES_TEMPLATE"
+    # GROBID's DeLFTModel passes the layout features to tag() only for names containing "FEATURE"
+    assert "FEATURE" in apps.GROBID_DEFAULT_ARCHITECTURE
     for model in ("figure", "date", "a-model-textorch-has-no-preset-for"):
         chosen = apps.grobid_defaults(model, apps.GROBID_DEFAULT_ARCHITECTURE)
         delft = apps.grobid_defaults(model, "BidLSTM_CRF_FEATURES")

@@ -76,12 +76,16 @@ _ARCHITECTURES = [
         ]
     ),
     # textorch's own, after DeLFT's names
+    # GROBID hands a model its layout features only when the architecture's name holds
+    # "FEATURE" (DeLFTModel's label task), hence the name.
     Architecture(
-        "BidLSTM_CRF_TEMPLATE",
+        "BidLSTM_CRF_FEATURES_TEMPLATE",
         "BidLSTM_CRF_FEATURES whose emissions add a CRF's template features (GROBID's CRF++ templates, or ones "
         "generated from the columns), trained jointly",
         features=True, template=True, builder="rnn_tagger.v4",
     ),
+    Architecture("BidLSTM_CRF_TEMPLATE", "same as BidLSTM_CRF_FEATURES_TEMPLATE (its first name; GROBID would "
+                 "not hand it features)", features=True, template=True, builder="rnn_tagger.v4"),
 ]
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in _ARCHITECTURES}
 

@@ -30,7 +30,7 @@ GROBID_MODELS = (
 )
 """The GROBID models DeLFT 1.2.0's grobidTagger knows; other names get its generic defaults."""
 
-GROBID_DEFAULT_ARCHITECTURE = "BidLSTM_CRF_TEMPLATE"
+GROBID_DEFAULT_ARCHITECTURE = "BidLSTM_CRF_FEATURES_TEMPLATE"
 """What ``textorch grobid`` and the bridge train when no architecture is named: GROBID's CRF
 features inside the BiLSTM-CRF (docs/grobid.md, docs/performance.md)."""
 

@@ -158,7 +158,7 @@ def test_a_delft_model_is_converted_once_into_the_cache(tmp_path: Path, monkeypa
 
 def test_grobid_tagger_arguments_become_textorch_grobid_ones(tmp_path: Path) -> None:
     models = tmp_path / "models"
-    default = "BidLSTM_CRF_TEMPLATE"  # no --architecture (GROBID's grobid.yaml names none): textorch's GROBID default
+    default = "BidLSTM_CRF_FEATURES_TEMPLATE"  # no --architecture (GROBID's grobid.yaml names none): textorch's GROBID default
     (models / f"date-{default}").mkdir(parents=True)
     assert textorch_arguments(["date", "train_eval", "--input", "d.train", "--output", str(models), "--max-epoch", "-1",
                                "--batch-size", "5", "--features-indices", "9-15", "--incremental",
