@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_tiny_grobid
+from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError, DataError, ModelFormatError
+from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.presets import GROBID_DEFAULT_ARCHITECTURE
 from textorch.tagging.delft.facade import Sequence
 from textorch.tagging.delft.grobid_tagger import textorch_arguments
 from textorch.tagging.delft.reader import (
@@ -208,3 +211,22 @@ def test_grobid_incremental_training_continues_a_model_trained_from_a_file(tmp_p
     model.train(x[:20], y[:20], x[20:], y[20:], incremental=True)
     model.save(str(models))
     assert len(json.loads((models / "date-BidLSTM_CRF" / "history.json").read_text())["runs"]) == 2
+
+
+def test_grobids_default_trained_by_the_bridge_tags_through_the_facade(tmp_path: Path, data: tuple) -> None:
+    """GROBID's training subprocess without an architecture trains textorch's GROBID default;
+    GROBID's label task then hands that model its features (its name holds FEATURE), and the
+    facade's labels are those of `textorch grobid MODEL tag`."""
+    from textorch.cli.main import main
+
+    train = write_tiny_grobid(tmp_path / "date.train", n=24)
+    models = tmp_path / "models"
+    arguments = textorch_arguments(["date", "train", "--input", str(train), "--output", str(models), "--max-epoch", "2"])
+    assert main(arguments) == 0
+    name = f"date-{GROBID_DEFAULT_ARCHITECTURE}"
+    model = Sequence(name)
+    model.load(dir_path=models)
+    x, _, f = data
+    labels = [[label for _, label in sequence] for sequence in model.tag(x, None, features=f)]
+    expected = SequenceLabeler.load(models / name).predict(read_labelled(train).sequences)
+    assert labels == [p.labels for p in expected]
