@@ -161,15 +161,8 @@ class Trainer:
             if self.checkpoints is not None and epoch < config.max_epoch:
                 self.checkpoints.save(ctx, self.device, self.state_dict(), progress)
         result = progress.result
-        if self.validate is not None and _flat(result.history):
-            # Every epoch scored the same: the validation data cannot tell them apart (a handful of
-            # sequences, or a score of 0 throughout), so it picks none: the last epoch stays.
-            result.best_epoch = result.history[-1].epoch
-            progress.best_state = None
-            if ctx.is_main and len(result.history) > 1:
-                logger.warning("validation F1 was %.4f at every one of %d epochs: it cannot tell epochs apart, so "
-                               "the last epoch is kept (more validation data, or --early-stop false, avoids this)",
-                               result.history[0].valid_score, len(result.history))
+        if self.validate is not None:
+            self._judge_validation(progress)
         if progress.best_state is not None:
             self.model.load_state_dict(progress.best_state)
         self.train_model = self.model  # drop the DDP wrapper: saving and inference use the plain module
@@ -178,6 +171,23 @@ class Trainer:
         if self.checkpoints is not None:
             self.checkpoints.save_final(ctx, self.model.state_dict(), result)
         return result
+
+    def _judge_validation(self, progress: Progress) -> None:
+        """Keep no epoch that validation cannot tell apart, and say when the kept one scores 0."""
+        result, main = progress.result, self.ctx.is_main
+        if _flat(result.history):
+            # Every epoch scored the same: the validation data cannot tell them apart (a handful of
+            # sequences, or a score of 0 throughout), so it picks none: the last epoch stays.
+            result.best_epoch = result.history[-1].epoch
+            progress.best_state = None
+            if main and len(result.history) > 1:
+                logger.warning("the validation score was %.4f at every one of %d epochs: it cannot tell epochs apart, "
+                               "so the last epoch is kept (more validation data, or --early-stop false, avoids this)",
+                               result.history[0].valid_score, len(result.history))
+        kept = next(r for r in result.history if r.epoch == result.best_epoch)
+        if main and kept.valid_score == 0:
+            logger.warning("the kept model (epoch %d) scores 0 on the validation data: it finds none of its "
+                           "entities or classes; more epochs, more data or another architecture may", kept.epoch)
 
     def _end_of_epoch(self, record: EpochRecord, progress: Progress) -> bool:
         """Validation, best weights, callbacks and the early-stopping decision (True: stop)."""
