@@ -15,7 +15,7 @@ from textorch.data.staged_output import staged_output
 from textorch.runtime.progress import TaggingProgress
 from textorch.train.dist import session
 from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
-from textorch.data.readers import read_labelled
+from textorch.data.streams import stream_labelled
 from textorch.tagging import tag_files, training
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.cli.run_options import (
@@ -141,8 +141,10 @@ def _eval(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
-        corpus = read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
-        scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
+        _, sequences = stream_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
+        chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
+        with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
+            scores = tag_files.evaluate_stream(labeler, sequences, args.batch_size, ctx, chunk, progress)
     if ctx.is_main:
         print(format_report(scores))
         training.write_metrics(scores, args.metrics_json)
@@ -184,7 +186,7 @@ def tag_streamed(args: argparse.Namespace, ctx, labeler: SequenceLabeler, input_
     return run
 
 
-def add_streaming_options(parser: argparse.ArgumentParser) -> None:
+def add_streaming_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Chunk size and progress bar of the commands that stream their input (tag, eval)."""
     default = tag_files.ChunkSize()
     parser.add_argument("--chunk-sequences", type=int, default=default.sequences, metavar="N",
@@ -223,6 +225,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="sequences per batch, per device (default: 64)")
+    add_streaming_options(p)
     add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_eval)

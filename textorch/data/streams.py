@@ -62,11 +62,14 @@ def numbered_lines(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator
                 data, carry = data[:cut], data[cut:]
             else:
                 carry = b""
+            failure: DataError | None = None
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
+                # The lines before the bad one are good: hand them out first, then the error.
                 line, message = locate_utf8_error(data, exc)
-                raise DataError(path, lineno + line, message) from None
+                failure = DataError(path, lineno + line, message)
+                text = data[: data.rfind(b"\n", 0, exc.start) + 1].decode("utf-8")
             if first:
                 first = False
                 if text.startswith("\ufeff"):
@@ -74,11 +77,13 @@ def numbered_lines(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
             lines = text.split("\n")
-            if block:
+            if block or failure is not None:
                 lines.pop()  # the empty item after the block's last newline: the next block starts there
             for line in lines:
                 lineno += 1
                 yield lineno, line
+            if failure is not None:
+                raise failure
             if not block:
                 return
 
@@ -87,10 +92,15 @@ def stream_text(path: str | Path) -> Iterator[TokenSequence]:
     """One text per line, tokenised with offsets (as ``read_text``): empty lines are empty
     sequences, so that answer ``n`` is line ``n``; nothing after a final newline."""
     pending: tuple[int, str] | None = None
-    for numbered in numbered_lines(path):
-        if pending is not None:
+    try:
+        for numbered in numbered_lines(path):
+            if pending is not None:
+                yield _text_sequence(*pending)
+            pending = numbered
+    except DataError:
+        if pending is not None:  # a line came after it (the bad one): it is a text, even empty
             yield _text_sequence(*pending)
-        pending = numbered
+        raise
     if pending is not None and pending[1]:
         yield _text_sequence(*pending)
 

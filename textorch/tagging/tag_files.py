@@ -24,6 +24,7 @@ from textorch.data.streams import chunks, stream_conll, stream_grobid, stream_te
 from textorch.data.tags import is_grobid_label
 from textorch.data.writers import answer_header, conll_block, grobid_block
 from textorch.errors import ConfigError, TextorchError
+from textorch.eval.metrics import EntityCounts
 from textorch.tagging.answer import text_record
 from textorch.tagging.labeler import Prediction, SequenceLabeler
 from textorch.runtime.progress import TaggingProgress
@@ -216,3 +217,22 @@ def _stats(n_sequences: int, n_tokens: int, load_s: float, tag_s: float) -> dict
 def set_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
+
+
+def evaluate_stream(labeler: SequenceLabeler, sequences: Iterable[TokenSequence], batch_size: int = 64,
+                    ctx: DistContext | None = None, chunk: ChunkSize = ChunkSize(),
+                    progress: TaggingProgress | None = None) -> dict:
+    """:meth:`SequenceLabeler.evaluate` over a stream of labelled sequences, chunk by chunk: only
+    the entity counts are kept, and summed over processes once at the end."""
+    counts = EntityCounts()
+    gold_tags: set[str] = set()
+    for part in chunks(sequences, chunk.sequences, chunk.tokens):
+        missing = next((s for s in part if s.labels is None), None)
+        if missing is not None:
+            raise ConfigError(f"evaluation needs labelled data (no labels at line {missing.line})")
+        counts.merge(labeler.local_counts(part, batch_size=batch_size, ctx=ctx))
+        for sequence in part:
+            gold_tags.update(sequence.labels)  # type: ignore[arg-type]
+        if progress is not None:
+            progress.update(len(part), sum(len(s) for s in part))
+    return labeler.reduced_counts(counts, gold_tags, ctx).scores()
