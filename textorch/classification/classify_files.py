@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,9 @@ from textorch.classification.config import ClsDataConfig
 from textorch.classification.prediction import ClsPrediction
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
 from textorch.data.writers import answer_header
-from textorch.errors import ConfigError
+from textorch.data.cls_streams import stream_for_classification as stream_examples
+from textorch.errors import ConfigError, TextorchError
+from textorch.runtime.progress import TaggingProgress
 from textorch.train.dist import DistContext
 
 if TYPE_CHECKING:  # annotations only: the classifier's own API reaches this module
@@ -51,6 +54,71 @@ def read_for_classification(path: str, input_format: str | None, classifier: Tex
     return read_cls(path, fmt, config.text_column, (), config.header, labelled=False)
 
 
+def stream_for_classification(path: str, input_format: str | None, classifier: TextClassifier) -> Iterator[ClsExample]:
+    """The examples :func:`read_for_classification` reads, one at a time, as the file is read."""
+    config = classifier.data_config
+    fmt = input_format or _default_format(path, config.format, False)
+    return stream_examples(path, fmt, config.text_column, config.header)
+
+
+class ClassificationRun:
+    """Classify a stream of examples chunk by chunk: iterate for ``(examples, predictions)`` pairs.
+
+    As :class:`textorch.tagging.tag_files.TaggingRun`: with several processes each classifies its
+    share of every chunk and all receive the chunk's predictions in input order; a data error
+    ends the run once the examples read before it are classified.
+    """
+
+    def __init__(self, classifier: TextClassifier, examples: Iterable[ClsExample], batch_size: int = 64,
+                 ctx: DistContext | None = None, chunk_size: int = 4096, progress: TaggingProgress | None = None) -> None:
+        self.classifier = classifier
+        self.examples = examples
+        self.batch_size = batch_size
+        self.ctx = ctx
+        self.chunk_size = chunk_size
+        self.progress = progress
+        self.seconds = 0.0
+        """Seconds spent in ``predict``, reading and writing aside."""
+
+    def __iter__(self) -> Iterator[tuple[list[ClsExample], list[ClsPrediction]]]:
+        failure: list[TextorchError] = []
+        for chunk in _chunks(_until_error(self.examples, failure), self.chunk_size):
+            started = time.perf_counter()
+            predictions = self.classifier.predict([e.text for e in chunk], self.batch_size, self.ctx)
+            self.seconds += time.perf_counter() - started
+            if self.progress is not None:
+                self.progress.update(len(chunk), sum(len(e.text.split()) for e in chunk))
+            yield chunk, predictions
+        if failure:
+            raise failure[0]
+
+
+def _until_error(examples: Iterable[ClsExample], failure: list[TextorchError]) -> Iterator[ClsExample]:
+    try:
+        yield from examples
+    except TextorchError as exc:
+        failure.append(exc)
+
+
+def _chunks(examples: Iterable[ClsExample], size: int) -> Iterator[list[ClsExample]]:
+    """Runs of ``size`` examples; a lone last one joins the run before it (a one-text network call
+    may round its scores in the last bit differently from the same text in a batch)."""
+    chunk: list[ClsExample] = []
+    for example in examples:
+        chunk.append(example)
+        if len(chunk) == size + 2:  # two more read: the rest cannot be a lone example
+            yield chunk[:size]
+            chunk = chunk[size:]
+    if chunk:
+        yield chunk
+
+
+def classification_record(example: ClsExample, prediction: ClsPrediction) -> dict:
+    """One text's record of :func:`classification_document`."""
+    return {"text": example.text, "line": example.line, "scores": {c: round(s, 6) for c, s in prediction.scores.items()},
+            "labels": prediction.labels}
+
+
 def classify_texts(classifier: TextClassifier, texts: list[str], batch_size: int = 64,
                    ctx: DistContext | None = None) -> tuple[list[ClsPrediction], float]:
     started = time.perf_counter()
@@ -65,10 +133,7 @@ def classification_document(model_name: str, classifier: TextClassifier, corpus:
         **answer_header(model_name, runtime_s),
         "classes": classifier.classes,
         "multi_label": classifier.multi_label,
-        "classifications": [
-            {"text": e.text, "line": e.line, "scores": {c: round(s, 6) for c, s in p.scores.items()}, "labels": p.labels}
-            for e, p in zip(corpus.examples, predictions)
-        ],
+        "classifications": [classification_record(e, p) for e, p in zip(corpus.examples, predictions)],
     }
 
 
