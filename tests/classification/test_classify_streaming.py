@@ -92,3 +92,51 @@ def test_a_bad_last_record_leaves_the_classified_ones_as_partial(model: Path, tm
     assert f"{path}:17: invalid JSON" in error and "the 8 texts" in error and "answer.json.partial" in error, error
     assert sorted(p.name for p in out.parent.iterdir()) == ["answer.json.partial"]
     assert len(json.loads(out.with_name("answer.json.partial").read_text())["classifications"]) == 8
+
+
+# ---------------------------------------------------------------------------- evaluation
+def _labelled_inputs(tmp_path: Path) -> list[tuple[Path, str, tuple[str, ...]]]:
+    examples = tiny_examples(7)
+    single = tmp_path / "single.jsonl"
+    single.write_text("".join(json.dumps({"text": e.text, "label": e.labels[0]}) + "\n" for e in examples), encoding="utf-8")
+    lists = tmp_path / "lists.jsonl"
+    lists.write_text("".join(json.dumps({"text": e.text, "label": [e.labels[0], "x"] if i == 5 else e.labels[0]}) + "\n"
+                             for i, e in enumerate(examples)), encoding="utf-8")
+    indicators = tmp_path / "ind.csv"
+    indicators.write_text("text,a,b\n" + "".join(f"{e.text},{i % 2},{1 - i % 2}\n" for i, e in enumerate(examples)), encoding="utf-8")
+    bare = tmp_path / "bare.tsv"
+    bare.write_text("".join(f"{e.text}\t{e.labels[0]}\n" for e in examples), encoding="utf-8")
+    citations = _inputs(tmp_path, 7)["citation-sentiment"]
+    licences = tmp_path / "lic.csv"
+    licences.write_text("".join(f'"{e.text}",someone,{e.labels[0]}\n' for e in examples), encoding="utf-8")
+    return [(single, "jsonl", ()), (lists, "jsonl", ()), (indicators, "csv", ("a", "b")), (bare, "tsv", ()),
+            (citations, "citation-sentiment", ()), (licences, "licenses", ())]
+
+
+def test_labelled_streams_read_what_the_whole_file_reader_reads(tmp_path: Path) -> None:
+    from textorch.data.cls_streams import ClsStream
+
+    for path, fmt, columns in _labelled_inputs(tmp_path):
+        header = path.suffix != ".tsv"
+        corpus = read_cls(path, fmt, label_columns=columns, header=header)
+        stream = ClsStream(path, fmt, label_columns=columns, header=header, labelled=True)
+        assert list(stream) == corpus.examples, path
+        assert (stream.multi_label, stream.classes, stream.label_columns) == (corpus.multi_label, corpus.classes, corpus.label_columns), path
+
+
+def test_streamed_cls_eval_equals_the_whole_file_scores(model: Path, tmp_path: Path) -> None:
+    from textorch.classification.classify_files import evaluate_classifier
+
+    test = write_tiny_csv(tmp_path / "test.csv", 11, seed=4)
+    metrics = tmp_path / "m.json"
+    assert main(["cls", "eval", "--model", str(model), "--test", str(test), "--metrics-json", str(metrics), "--chunk-size", "3",
+                 "--device", "cpu"]) == 0
+    whole = evaluate_classifier(TextClassifier.load(model, device="cpu"), str(test))
+    assert metrics.read_text(encoding="utf-8") == json.dumps(whole, indent=2, ensure_ascii=False) + "\n"
+    assert sum(row["support"] for row in whole["per_class"].values()) == 11
+
+
+def test_streamed_cls_eval_refuses_list_labels_for_a_single_label_model(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    lists = _labelled_inputs(tmp_path)[1][0]
+    assert main(["cls", "eval", "--model", str(model), "--test", str(lists), "--chunk-size", "3", "--device", "cpu"]) == 2
+    assert "the model is single-label but the data is not" in capsys.readouterr().err

@@ -15,10 +15,11 @@ from textorch.classification.config import ClsDataConfig
 from textorch.classification.prediction import ClsPrediction
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
 from textorch.data.writers import answer_header
-from textorch.data.cls_streams import stream_for_classification as stream_examples
+from textorch.data.cls_streams import ClsStream, stream_for_classification as stream_examples
 from textorch.errors import ConfigError, TextorchError
 from textorch.runtime.progress import TaggingProgress
 from textorch.train.dist import DistContext
+from textorch.train.dist_eval import reduce_counts
 
 if TYPE_CHECKING:  # annotations only: the classifier's own API reaches this module
     from textorch.classification.classifier import TextClassifier
@@ -35,6 +36,32 @@ def evaluate_classifier(classifier: TextClassifier, test_path: str, overrides: d
     if not (overrides or {}).get("format"):
         data_config = replace(data_config, format=_default_format(test_path, classifier.data_config.format, True))
     return classifier.evaluate(read_labelled(test_path, data_config), ctx=ctx, batch_size=batch_size)
+
+
+def evaluate_streamed(classifier: TextClassifier, test_path: str, overrides: dict | None = None,
+                      ctx: DistContext | None = None, batch_size: int = 64, chunk_size: int = 4096,
+                      progress: TaggingProgress | None = None) -> dict:
+    """:func:`evaluate_classifier`, reading the file chunk by chunk: only the counts are kept,
+    summed over processes once at the end."""
+    data_config = replace(classifier.data_config, **{k: v for k, v in (overrides or {}).items() if v not in (None, ())})
+    if not (overrides or {}).get("format"):
+        data_config = replace(data_config, format=_default_format(test_path, classifier.data_config.format, True))
+    fmt = data_config.format or detect_format(test_path, True)
+    stream = ClsStream(test_path, fmt, data_config.text_column, data_config.label_columns, data_config.header, labelled=True)
+    # JSON lines with one label field are multi-label when any record holds a list: a multi-label
+    # model counts plain strings as one-label sets meanwhile, and the file must show a list by its end.
+    awaits_list = classifier.multi_label and fmt == "jsonl" and len(data_config.label_columns or ["label"]) == 1
+    counts = None
+    for chunk in _chunks(iter(stream), chunk_size):
+        corpus = ClsCorpus(chunk, test_path, fmt, stream.multi_label or awaits_list, stream.classes, stream.label_columns)
+        data = classifier.text_encoder.encode([e.text for e in chunk], classifier.targets(corpus))
+        part = classifier.local_counts(data, ctx=ctx, batch_size=batch_size)
+        counts = part if counts is None else counts.merge(part)
+        if progress is not None:
+            progress.update(len(chunk), sum(len(e.text.split()) for e in chunk))
+    if awaits_list and not stream.list_labels:
+        classifier.targets(ClsCorpus([], test_path, fmt, False))  # the whole-file reader's refusal
+    return reduce_counts(counts, classifier.classes, ctx or DistContext()).scores()  # type: ignore[arg-type]
 
 
 def _default_format(path: str, trained_on: str | None, labelled: bool) -> str | None:
@@ -103,6 +130,8 @@ def _until_error(examples: Iterable[ClsExample], failure: list[TextorchError]) -
 def _chunks(examples: Iterable[ClsExample], size: int) -> Iterator[list[ClsExample]]:
     """Runs of ``size`` examples; a lone last one joins the run before it (a one-text network call
     may round its scores in the last bit differently from the same text in a batch)."""
+    if size < 1:
+        raise ConfigError(f"--chunk-size must be at least 1 (got {size})")
     chunk: list[ClsExample] = []
     for example in examples:
         chunk.append(example)

@@ -142,7 +142,9 @@ def _eval(args: argparse.Namespace) -> int:
         apply_engine_options(args, classifier)
         overrides = {"format": args.format, "text_column": args.text_column, "header": args.header,
                      "label_columns": tuple(args.label_column or ())}
-        scores = classify_files.evaluate_classifier(classifier, args.test, overrides, ctx=ctx, batch_size=args.batch_size)
+        with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
+            scores = classify_files.evaluate_streamed(classifier, args.test, overrides, ctx, args.batch_size, args.chunk_size,
+                                                      progress)
     if not ctx.is_main:
         return 0
     print(format_cls_report(scores))
@@ -175,6 +177,12 @@ def _classify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_streaming(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("--chunk-size", type=int, default=4096, metavar="N",
+                        help=f"read and {verb} the input N texts at a time: memory does not grow with the input (default: 4096)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
+
+
 def _architectures(args: argparse.Namespace) -> int:
     return print_architectures(CLS_ARCHITECTURES)
 
@@ -191,6 +199,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
+    _add_streaming(p, "evaluate")
     _add_reading(p, defaults_from_model=True)
     add_run_options(p)
     add_engine_options(p)
@@ -202,9 +211,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="output JSON file (default: stdout)")
     p.add_argument("--input-format", default=None, choices=INPUT_FORMATS, help="default: from the file name (.txt: one text per line)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
-    p.add_argument("--chunk-size", type=int, default=4096, metavar="N",
-                   help="read and classify the input N texts at a time: memory does not grow with the input (default: 4096)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
+    _add_streaming(p, "classify")
     add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_classify)
