@@ -274,3 +274,14 @@ def test_streamed_tagging_with_2_devices_equals_1_device(models: dict[str, Path]
         assert result.returncode == 0, result.stderr
     assert _without_volatile(outputs["2"].read_text()) == _without_volatile(outputs["1"].read_text())
     assert len(json.loads(outputs["2"].read_text())["texts"]) == 24
+
+
+def test_an_unwritable_output_fails_before_tagging(models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = _text_input(tmp_path / "in.txt", 5)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for output, reason in ((tmp_path, "is a folder"), (blocker / "out.json", "cannot write the output")):
+        assert main(["seq", "tag", "--model", str(models["conll"]), "--input", str(path), "--output", str(output),
+                     "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert f"{output}: {reason}" in err and "Traceback" not in err, err

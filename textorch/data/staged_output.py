@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from textorch.errors import DataError
+from textorch.errors import ConfigError, DataError
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -44,9 +44,14 @@ class StagedOutput:
         if self.target is None:
             self.out: TextIO = sys.stdout
             return
-        self.target.parent.mkdir(parents=True, exist_ok=True)
+        if self.target.is_dir():
+            raise ConfigError(f"{self.target}: is a folder; give the output file's path")
         self._staging = self.target.parent / f".{self.target.name}.{os.getpid()}.tmp"
-        self.out = open(self._staging, "w", encoding="utf-8")
+        try:  # before any tagging: a bad output path fails at once, not after the whole run
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self.out = open(self._staging, "w", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{self.target}: cannot write the output ({exc.strerror or exc})") from None
 
     def finish(self, failed: bool) -> Path | None:
         """Close the document; on a file, rename it to the target (or ``TARGET.partial``)."""
