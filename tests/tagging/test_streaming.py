@@ -285,3 +285,19 @@ def test_an_unwritable_output_fails_before_tagging(models: dict[str, Path], tmp_
                      "--device", "cpu"]) == 2
         err = capsys.readouterr().err
         assert f"{output}: {reason}" in err and "Traceback" not in err, err
+
+
+@pytest.mark.processes
+def test_a_bad_last_sequence_with_2_devices_is_reported_once_with_the_partial(models: dict[str, Path], tmp_path: Path) -> None:
+    bad = _grobid_input(tmp_path / "bad.grobid", 20, bad_last=True)
+    out = tmp_path / "out" / "tagged"
+    result = subprocess.run(
+        [sys.executable, "-m", "textorch.cli.main", "seq", "tag", "--model", str(models["grobid"]), "--input", str(bad),
+         "--input-format", "grobid", "--output", str(out), "--device", "cpu", "--threads", "1", "--devices", "2", *SMALL],
+        capture_output=True, text=True, timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("textorch: error:")]
+    assert len(errors) == 1 and f"{bad}:" in errors[0] and "the 20 sequences" in errors[0] and "tagged.partial" in errors[0], result.stderr
+    good = _grobid_input(tmp_path / "good.grobid", 20)
+    assert out.with_name("tagged.partial").read_text(encoding="utf-8") == _whole_file(models["grobid"], good, "grobid")

@@ -92,7 +92,13 @@ def staged_output(target: str | Path | None, write: bool = True) -> Iterator[Sta
     data error far into the input) is raised again with that file named in its message.
     """
     if not write:
-        yield None
+        try:
+            yield None
+        except DataError as exc:
+            # Every process meets a data error at the same place; the writing one reports it,
+            # naming its .partial (see textorch.train.launch: one line per root cause).
+            exc.secondary = True  # type: ignore[attr-defined]
+            raise
         return
     staged = StagedOutput(target)
     try:
