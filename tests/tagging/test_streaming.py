@@ -134,9 +134,9 @@ def _text_input(path: Path, n: int, huge: int = 0) -> Path:
     return path
 
 
-def _whole_file(model: Path, path: Path, input_format: str) -> str:
+def _whole_file(model: Path, path: Path, input_format: str, engine: str = "torch") -> str:
     """What ``seq tag`` wrote before streaming: the whole file read, tagged in one call, written."""
-    labeler = SequenceLabeler.load(model, device="cpu")
+    labeler = SequenceLabeler.load(model, device="cpu", engine=engine)
     corpus = read_for_tagging(str(path), input_format, labeler)
     predictions = labeler.predict(corpus.sequences, batch_size=32, with_scores=input_format == "text")
     out = io.StringIO()
@@ -170,6 +170,16 @@ def test_streamed_tagging_equals_the_whole_file_route(models: dict[str, Path], t
                  "--output", str(out), "--device", "cpu", *SMALL]) == 0
     assert _without_volatile(out.read_text(encoding="utf-8")) == _without_volatile(_whole_file(model, path, input_format))
     assert sorted(p.name for p in out.parent.iterdir()) == ["tagged"]  # no temporary file left
+
+
+def test_streamed_tagging_with_onnx_runtime_equals_its_whole_file_route(models: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="the ONNX engine needs onnxruntime (pip install 'textorch[onnx]')")
+    path = _text_input(tmp_path / "in.txt", 8, huge=200)
+    out = tmp_path / "out.json"
+    assert main(["seq", "tag", "--model", str(models["conll"]), "--input", str(path), "--output", str(out), "--device", "cpu",
+                 "--engine", "onnx", *SMALL]) == 0
+    whole = _whole_file(models["conll"], path, "text", engine="onnx")
+    assert _without_volatile(out.read_text(encoding="utf-8")) == _without_volatile(whole)
 
 
 def test_json_on_stdout_streams_with_runtime_last(models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
