@@ -21,6 +21,37 @@ def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, indent=_INDENT)
 
 
+_encode_flat = json.JSONEncoder(ensure_ascii=False).encode
+"""Scalars (and the odd key that is not a string) through the C encoder."""
+
+
+def indented(value: object, indent: str = "") -> str:
+    """``json.dumps(value, ensure_ascii=False, indent=2)`` with every line after the first
+    prefixed by ``indent``, the same text, made without reference cycles.
+
+    json's indenting encoder is pure Python and builds its nested functions anew on each call,
+    mutually referring closures that only the cyclic collector frees: a call per record, in a
+    run that pauses the collector, would keep them all. Scalars go through the C encoder, so
+    strings and numbers are written exactly as json writes them.
+    """
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = indent + " " * _INDENT
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return _dumps(value).replace("\n", "\n" + indent)
+            items.append(inner + _encode_flat(key) + ": " + indented(item, inner))
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        inner = indent + " " * _INDENT
+        return "[\n" + ",\n".join(inner + indented(item, inner) for item in value) + "\n" + indent + "]"
+    return _encode_flat(value)
+
+
 def document_head(header: dict, list_key: str) -> str:
     """The document's text up to and excluding the list's opening bracket."""
     text = _dumps({**header, list_key: []})
@@ -52,7 +83,7 @@ class JsonListWriter:
             opening = ","
         else:  # the bracket opens the list here unless the header went out with it
             opening = "" if self._streamed_header else "["
-        self.out.write(opening + "\n" + _RECORD_INDENT + _dumps(record).replace("\n", "\n" + _RECORD_INDENT))
+        self.out.write(opening + "\n" + _RECORD_INDENT + indented(record, _RECORD_INDENT))
         self.count += 1
 
     def head(self, failed: bool = False) -> str:
