@@ -311,3 +311,31 @@ def test_a_bad_last_sequence_with_2_devices_is_reported_once_with_the_partial(mo
     assert len(errors) == 1 and f"{bad}:" in errors[0] and "the 20 sequences" in errors[0] and "tagged.partial" in errors[0], result.stderr
     good = _grobid_input(tmp_path / "good.grobid", 20)
     assert out.with_name("tagged.partial").read_text(encoding="utf-8") == _whole_file(models["grobid"], good, "grobid")
+
+
+def test_a_streamed_run_leaves_no_garbage_that_grows_with_the_input(models: dict[str, Path], tmp_path: Path) -> None:
+    """The commands pause the cyclic collector for the whole run: whatever a chunk leaves in
+    reference cycles would stay until the end, so nothing may depend on the input's size."""
+    import gc
+
+    from textorch.data.staged_output import StagedOutput
+    from textorch.tagging.tag_files import ChunkSize, TaggedWriter, TaggingRun, stream_for_tagging
+
+    labeler = SequenceLabeler.load(models["conll"], device="cpu")
+
+    def cycles_left(n: int) -> int:
+        path = _text_input(tmp_path / f"in{n}.txt", n)
+        gc.collect()
+        gc.disable()
+        try:
+            staged = StagedOutput(tmp_path / f"out{n}.json")
+            writer = TaggedWriter(staged, "json", "m")
+            for chunk, predictions in TaggingRun(labeler, stream_for_tagging(str(path), "text", labeler), 8, chunk=ChunkSize(4, 10**6)):
+                writer.add(chunk, predictions)
+            staged.finish(failed=False)
+            return gc.collect()
+        finally:
+            gc.enable()
+
+    cycles_left(6)  # first calls build what stays (compiled kernels, caches)
+    assert cycles_left(80) == cycles_left(10)
