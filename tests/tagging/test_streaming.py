@@ -339,3 +339,17 @@ def test_a_streamed_run_leaves_no_garbage_that_grows_with_the_input(models: dict
 
     cycles_left(6)  # first calls build what stays (compiled kernels, caches)
     assert cycles_left(80) == cycles_left(10)
+
+
+def test_gzipped_input_streams_as_the_whole_file_reader_reads_it(tmp_path: Path) -> None:
+    import gzip
+
+    plain = _grobid_input(tmp_path / "in.grobid", 9)
+    packed = tmp_path / "in.grobid.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert list(numbered_lines(packed, block_bytes=7)) == list(enumerate(read_file_text(plain).split("\n"), 1))
+    assert list(stream_grobid(packed, labelled=False, n_features=4)) == read_grobid(plain, False, 4).sequences
+    broken = tmp_path / "broken.grobid.gz"
+    broken.write_bytes(gzip.compress(plain.read_bytes())[:-12])
+    with pytest.raises(DataError, match="cannot read file"):
+        list(numbered_lines(broken))
