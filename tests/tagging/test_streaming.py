@@ -232,6 +232,10 @@ def test_an_error_on_the_last_sequence_leaves_the_tagged_ones_as_partial(
     if input_format == "text":
         json.loads(written)  # a complete document of the texts before the bad line
     assert _without_volatile(written) == _without_volatile(_whole_file(model, good, input_format))
+    # a later run that succeeds replaces the output and removes the out-of-date part
+    assert main(["seq", "tag", "--model", str(model), "--input", str(good), "--input-format", input_format,
+                 "--output", str(out), "--device", "cpu", *SMALL]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tagged"]
 
 
 def test_a_failure_before_anything_is_tagged_leaves_no_file(models: dict[str, Path], tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ PARTIAL_SUFFIX = ".partial"
 
 
 class StagedOutput:
-    """Where a streamed run writes: ``out`` (the temporary file, or stdout), then ``commit``."""
+    """Where a streamed run writes: ``out`` (the temporary file, or stdout), then :meth:`finish`."""
 
     def __init__(self, target: str | Path | None) -> None:
         self.target = Path(target) if target else None
@@ -62,18 +62,27 @@ class StagedOutput:
                 self.out.write(tail)
             self.out.flush()
             return None
-        final = self.target.with_name(self.target.name + PARTIAL_SUFFIX) if failed else self.target
-        self.out.write(tail)
-        self.out.close()
-        if head:
-            assembled = self._staging.with_name(self._staging.name + ".head")
-            with open(assembled, "w", encoding="utf-8") as out, open(self._staging, encoding="utf-8") as body:
-                out.write(head)
-                shutil.copyfileobj(body, out, 1 << 20)
-            os.replace(assembled, final)
-            self._staging.unlink()
-        else:
-            os.replace(self._staging, final)
+        partial = self.target.with_name(self.target.name + PARTIAL_SUFFIX)
+        final = partial if failed else self.target
+        assembled = self._staging.with_name(self._staging.name + ".head")
+        try:
+            self.out.write(tail)
+            self.out.close()
+            if head:
+                with open(assembled, "w", encoding="utf-8") as out, open(self._staging, encoding="utf-8") as body:
+                    out.write(head)
+                    shutil.copyfileobj(body, out, 1 << 20)
+                os.replace(assembled, final)
+                self._staging.unlink()
+            else:
+                os.replace(self._staging, final)
+        except OSError as exc:  # a full disk, say: no temporary file left behind
+            self.out.close()
+            for leftover in (assembled, self._staging):
+                leftover.unlink(missing_ok=True)
+            raise ConfigError(f"{final}: cannot write the output ({exc.strerror or exc})") from None
+        if not failed:  # an earlier failed run's part of this output is out of date now
+            partial.unlink(missing_ok=True)
         return final
 
     def discard(self) -> None:
