@@ -1,5 +1,5 @@
 """The streamed JSON answer: the same text as ``json.dumps(..., ensure_ascii=False, indent=2)``,
-record by record, without leaving reference cycles behind (a streamed run pauses the collector)."""
+record by record, without leaving reference cycles behind (a run with the collector paused keeps flat memory)."""
 
 from __future__ import annotations
 

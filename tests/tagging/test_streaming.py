@@ -318,8 +318,8 @@ def test_a_bad_last_sequence_with_2_devices_is_reported_once_with_the_partial(mo
 
 
 def test_a_streamed_run_leaves_no_garbage_that_grows_with_the_input(models: dict[str, Path], tmp_path: Path) -> None:
-    """The commands pause the cyclic collector for the whole run: whatever a chunk leaves in
-    reference cycles would stay until the end, so nothing may depend on the input's size."""
+    """With the cyclic collector paused around a run (as a program may do), whatever a chunk
+    left in reference cycles would stay until the end: nothing may depend on the input's size."""
     import gc
 
     from textorch.data.staged_output import StagedOutput

@@ -30,9 +30,9 @@ def indented(value: object, indent: str = "") -> str:
     prefixed by ``indent``, the same text, made without reference cycles.
 
     json's indenting encoder is pure Python and builds its nested functions anew on each call,
-    mutually referring closures that only the cyclic collector frees: a call per record, in a
-    run that pauses the collector, would keep them all. Scalars go through the C encoder, so
-    strings and numbers are written exactly as json writes them.
+    mutually referring closures that only the cyclic collector frees: a call per record leaves
+    it work per record, and a run with the collector paused would keep them all. Scalars go
+    through the C encoder, so strings and numbers are written exactly as json writes them.
     """
     if isinstance(value, dict):
         if not value:
