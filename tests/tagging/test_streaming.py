@@ -225,7 +225,7 @@ def test_an_error_on_the_last_sequence_leaves_the_tagged_ones_as_partial(
                  "--output", str(out), "--device", "cpu", *SMALL]) == 2
     error = capsys.readouterr().err
     partial = out.with_name("tagged.partial")
-    assert f"{bad}:{bad_line}: " in error and f"the 40 " in error and str(partial) in error, error
+    assert f"{bad}:{bad_line}: " in error and "the 40 " in error and str(partial) in error, error
     assert out.read_text() == "an earlier run's output\n"  # not replaced by a broken file
     assert sorted(p.name for p in out.parent.iterdir()) == ["tagged", "tagged.partial"]
     written = partial.read_text(encoding="utf-8")
