@@ -13,7 +13,7 @@ from textorch.eval.entity_report import format_report
 from textorch.models.architectures import ARCHITECTURES
 from textorch.data.staged_output import staged_output
 from textorch.runtime.progress import TaggingProgress
-from textorch.train.dist import session
+from textorch.train.dist import DistContext, session
 from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
 from textorch.data.streams import stream_labelled
 from textorch.tagging import tag_files, training
@@ -165,12 +165,12 @@ def _tag(args: argparse.Namespace) -> int:
     return 0
 
 
-def tag_streamed(args: argparse.Namespace, ctx, labeler: SequenceLabeler, input_format: str, output_format: str,
+def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLabeler, input_format: str, output_format: str,
                  output: str | None, model_name: str, batch_size: int, with_scores: bool,
                  labels_as: str | None = None) -> tag_files.TaggingRun:
     """Read, tag and write chunk by chunk (``seq tag``, ``grobid MODEL tag``): the output appears
     complete or, after a failure, as ``OUTPUT.partial`` (see :mod:`textorch.data.staged_output`).
-    Only the CONLL and GROBID outputs go without confidences: a CRF then skips its
+    Only the CoNLL and GROBID outputs go without confidences: a CRF then skips its
     forward-backward pass."""
     sequences = tag_files.stream_for_tagging(args.input, input_format, labeler)
     chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
