@@ -278,6 +278,12 @@ class TextClassifier(ClassifierAPI):
     def count_encoded(self, data: EncodedTexts, member: int | None = None, ctx: DistContext | None = None,
                       batch_size: int = 64) -> ClassCounts:
         """Counts over labelled encoded texts; each process takes its share of batches, then one all-reduce."""
+        return reduce_counts(self.local_counts(data, member, ctx, batch_size), self.classes, ctx or DistContext())
+
+    def local_counts(self, data: EncodedTexts, member: int | None = None, ctx: DistContext | None = None,
+                     batch_size: int = 64) -> ClassCounts:
+        """This process's share of :meth:`count_encoded`, before the sum over processes (a streamed
+        evaluation adds these up chunk by chunk and reduces once)."""
         ctx = ctx or DistContext()
         self.network.eval()
         thresholds = self.thresholds if member is None else self.member_thresholds[member]
@@ -288,7 +294,7 @@ class TextClassifier(ClassifierAPI):
                 counts.update_multi(data.targets[indices], logits, thresholds)
             else:
                 counts.update_single(data.targets[indices], logits.argmax(axis=1))
-        return reduce_counts(counts, self.classes, ctx)
+        return counts
 
     def evaluate(self, corpus: ClsCorpus, member: int | None = None, ctx: DistContext | None = None, batch_size: int = 64) -> dict:
         """Scores of the ensemble (or of one member) on a labelled corpus."""

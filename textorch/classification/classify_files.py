@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,8 +15,11 @@ from textorch.classification.config import ClsDataConfig
 from textorch.classification.prediction import ClsPrediction
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
 from textorch.data.writers import answer_header
-from textorch.errors import ConfigError
+from textorch.data.cls_streams import ClsStream, stream_for_classification as stream_examples
+from textorch.errors import ConfigError, TextorchError
+from textorch.runtime.progress import TaggingProgress
 from textorch.train.dist import DistContext
+from textorch.train.dist_eval import reduce_counts
 
 if TYPE_CHECKING:  # annotations only: the classifier's own API reaches this module
     from textorch.classification.classifier import TextClassifier
@@ -32,6 +36,32 @@ def evaluate_classifier(classifier: TextClassifier, test_path: str, overrides: d
     if not (overrides or {}).get("format"):
         data_config = replace(data_config, format=_default_format(test_path, classifier.data_config.format, True))
     return classifier.evaluate(read_labelled(test_path, data_config), ctx=ctx, batch_size=batch_size)
+
+
+def evaluate_streamed(classifier: TextClassifier, test_path: str, overrides: dict | None = None,
+                      ctx: DistContext | None = None, batch_size: int = 64, chunk_size: int = 4096,
+                      progress: TaggingProgress | None = None) -> dict:
+    """:func:`evaluate_classifier`, reading the file chunk by chunk: only the counts are kept,
+    summed over processes once at the end."""
+    data_config = replace(classifier.data_config, **{k: v for k, v in (overrides or {}).items() if v not in (None, ())})
+    if not (overrides or {}).get("format"):
+        data_config = replace(data_config, format=_default_format(test_path, classifier.data_config.format, True))
+    fmt = data_config.format or detect_format(test_path, True)
+    stream = ClsStream(test_path, fmt, data_config.text_column, data_config.label_columns, data_config.header, labelled=True)
+    # JSON lines with one label field are multi-label when any record holds a list: a multi-label
+    # model counts plain strings as one-label sets meanwhile, and the file must show a list by its end.
+    awaits_list = classifier.multi_label and fmt == "jsonl" and len(data_config.label_columns or ["label"]) == 1
+    counts = None
+    for chunk in _chunks(iter(stream), chunk_size):
+        corpus = ClsCorpus(chunk, test_path, fmt, stream.multi_label or awaits_list, stream.classes, stream.label_columns)
+        data = classifier.text_encoder.encode([e.text for e in chunk], classifier.targets(corpus))
+        part = classifier.local_counts(data, ctx=ctx, batch_size=batch_size)
+        counts = part if counts is None else counts.merge(part)
+        if progress is not None:
+            progress.update(len(chunk), sum(len(e.text.split()) for e in chunk))
+    if awaits_list and not stream.list_labels:
+        classifier.targets(ClsCorpus([], test_path, fmt, False))  # the whole-file reader's refusal
+    return reduce_counts(counts, classifier.classes, ctx or DistContext()).scores()  # type: ignore[arg-type]
 
 
 def _default_format(path: str, trained_on: str | None, labelled: bool) -> str | None:
@@ -51,6 +81,73 @@ def read_for_classification(path: str, input_format: str | None, classifier: Tex
     return read_cls(path, fmt, config.text_column, (), config.header, labelled=False)
 
 
+def stream_for_classification(path: str, input_format: str | None, classifier: TextClassifier) -> Iterator[ClsExample]:
+    """The examples :func:`read_for_classification` reads, one at a time, as the file is read."""
+    config = classifier.data_config
+    fmt = input_format or _default_format(path, config.format, False)
+    return stream_examples(path, fmt, config.text_column, config.header)
+
+
+class ClassificationRun:
+    """Classify a stream of examples chunk by chunk: iterate for ``(examples, predictions)`` pairs.
+
+    As :class:`textorch.tagging.tag_files.TaggingRun`: with several processes each classifies its
+    share of every chunk and all receive the chunk's predictions in input order; a data error
+    ends the run once the examples read before it are classified.
+    """
+
+    def __init__(self, classifier: TextClassifier, examples: Iterable[ClsExample], batch_size: int = 64,
+                 ctx: DistContext | None = None, chunk_size: int = 4096, progress: TaggingProgress | None = None) -> None:
+        self.classifier = classifier
+        self.examples = examples
+        self.batch_size = batch_size
+        self.ctx = ctx
+        self.chunk_size = chunk_size
+        self.progress = progress
+        self.seconds = 0.0
+        """Seconds spent in ``predict``, reading and writing aside."""
+
+    def __iter__(self) -> Iterator[tuple[list[ClsExample], list[ClsPrediction]]]:
+        failure: list[TextorchError] = []
+        for chunk in _chunks(_until_error(self.examples, failure), self.chunk_size):
+            started = time.perf_counter()
+            predictions = self.classifier.predict([e.text for e in chunk], self.batch_size, self.ctx)
+            self.seconds += time.perf_counter() - started
+            if self.progress is not None:
+                self.progress.update(len(chunk), sum(len(e.text.split()) for e in chunk))
+            yield chunk, predictions
+        if failure:
+            raise failure[0]
+
+
+def _until_error(examples: Iterable[ClsExample], failure: list[TextorchError]) -> Iterator[ClsExample]:
+    try:
+        yield from examples
+    except TextorchError as exc:
+        failure.append(exc)
+
+
+def _chunks(examples: Iterable[ClsExample], size: int) -> Iterator[list[ClsExample]]:
+    """Runs of ``size`` examples; a lone last one joins the run before it (a one-text network call
+    may round its scores in the last bit differently from the same text in a batch)."""
+    if size < 1:
+        raise ConfigError(f"--chunk-size must be at least 1 (got {size})")
+    chunk: list[ClsExample] = []
+    for example in examples:
+        chunk.append(example)
+        if len(chunk) == size + 2:  # two more read: the rest cannot be a lone example
+            yield chunk[:size]
+            chunk = chunk[size:]
+    if chunk:
+        yield chunk
+
+
+def classification_record(example: ClsExample, prediction: ClsPrediction) -> dict:
+    """One text's record of :func:`classification_document`."""
+    return {"text": example.text, "line": example.line, "scores": {c: round(s, 6) for c, s in prediction.scores.items()},
+            "labels": prediction.labels}
+
+
 def classify_texts(classifier: TextClassifier, texts: list[str], batch_size: int = 64,
                    ctx: DistContext | None = None) -> tuple[list[ClsPrediction], float]:
     started = time.perf_counter()
@@ -65,10 +162,7 @@ def classification_document(model_name: str, classifier: TextClassifier, corpus:
         **answer_header(model_name, runtime_s),
         "classes": classifier.classes,
         "multi_label": classifier.multi_label,
-        "classifications": [
-            {"text": e.text, "line": e.line, "scores": {c: round(s, 6) for c, s in p.scores.items()}, "labels": p.labels}
-            for e, p in zip(corpus.examples, predictions)
-        ],
+        "classifications": [classification_record(e, p) for e, p in zip(corpus.examples, predictions)],
     }
 
 

@@ -9,10 +9,8 @@ library's.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,14 +57,6 @@ def _resolve(args: argparse.Namespace, defaults: apps.AppDefaults) -> tuple[Mode
     logger.info("settings: %s", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in chosen.items()))
     model, train, data = seq.configs_from_args(args)
     return apps.with_model_defaults(defaults, model), train, data
-
-
-def _write_json(document: dict, path: str | None) -> None:
-    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
-    if path:
-        Path(path).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
 
 
 def _evaluate(model_dir: str, corpus: Corpus, args: argparse.Namespace) -> int:
@@ -125,18 +115,13 @@ def _grobid(args: argparse.Namespace) -> int:
 
 
 def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
-    from textorch.tagging import tag_files
-    from textorch.tagging.api import tagging_answer
     from textorch.tagging.labeler import SequenceLabeler
 
     with session(args.device, args.threads) as (ctx, device):
         labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
-        corpus = tag_files.read_for_tagging(args.input, args.input_format, labeler)
-        predictions, seconds = tag_files.tag_corpus(labeler, corpus, 32, ctx)
-    if ctx.is_main:
-        document = tagging_answer(Path(model_dir).name, corpus.sequences, predictions, seconds,
-                                  args.input_format != "text", labeler.input_format)
-        _write_json(document, args.tag_output)
+        labels_as = labeler.input_format if args.input_format != "text" else None  # token input: per-token labels too
+        seq.tag_streamed(args, ctx, labeler, args.input_format, "json", args.tag_output, Path(model_dir).name, 32,
+                         with_scores=True, labels_as=labels_as)
     return 0
 
 
@@ -199,6 +184,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     _default_architecture(p, apps.GROBID_DEFAULT_ARCHITECTURE,
                           "GROBID's CRF features inside the BiLSTM-CRF, with rules that follow the data's size; "
                           "a DeLFT name trains with DeLFT's settings")
+    seq.add_streaming_options(p.add_argument_group("tag"))
     p.set_defaults(run=_grobid, format="grobid")
 
     p = groups.add_parser("ner", help="train and evaluate NER on CoNLL-2003 as DeLFT's nerTagger does",

@@ -4,8 +4,6 @@ and ``classification.classify_files``."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -27,6 +25,10 @@ from textorch.eval.cls_metrics import format_cls_report
 from textorch.models.classifiers import CLS_ARCHITECTURES
 from textorch.train.dist import session
 from textorch.train.resume import checkpoint_options
+from textorch.data.json_stream import JsonListWriter
+from textorch.data.staged_output import staged_output
+from textorch.data.writers import answer_header
+from textorch.runtime.progress import TaggingProgress
 
 _TRAIN = {f.name: f.default for f in fields(TrainConfig)}
 _MODEL = {f.name: f.default for f in fields(ClsModelConfig)}
@@ -140,7 +142,9 @@ def _eval(args: argparse.Namespace) -> int:
         apply_engine_options(args, classifier)
         overrides = {"format": args.format, "text_column": args.text_column, "header": args.header,
                      "label_columns": tuple(args.label_column or ())}
-        scores = classify_files.evaluate_classifier(classifier, args.test, overrides, ctx=ctx, batch_size=args.batch_size)
+        with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
+            scores = classify_files.evaluate_streamed(classifier, args.test, overrides, ctx, args.batch_size, args.chunk_size,
+                                                      progress)
     if not ctx.is_main:
         return 0
     print(format_cls_report(scores))
@@ -152,17 +156,31 @@ def _classify(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, classifier)
-        corpus = classify_files.read_for_classification(args.input, args.input_format, classifier)
-        predictions, seconds = classify_files.classify_texts(classifier, [e.text for e in corpus.examples], args.batch_size, ctx)
-    if not ctx.is_main:  # every process holds all predictions; one writes them
-        return 0
-    document = classify_files.classification_document(Path(args.model).name, classifier, corpus, predictions, seconds)
-    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+        examples = classify_files.stream_for_classification(args.input, args.input_format, classifier)
+        progress = TaggingProgress("classifying", ctx.shows_progress and not args.quiet)
+        with progress, staged_output(args.output, write=ctx.is_main) as staged:
+            run = classify_files.ClassificationRun(classifier, examples, args.batch_size, ctx, args.chunk_size, progress)
+            writer = None
+            if staged is not None:  # one process writes; every one holds all predictions
+                header = {**answer_header(Path(args.model).name, 0.0), "classes": classifier.classes,
+                          "multi_label": classifier.multi_label}
+                writer = JsonListWriter(staged.out, "classifications", header if staged.target is None else None)
+                writer.header = header
+                staged.head, staged.tail, staged.unit = writer.head, writer.tail, "texts"
+            for chunk, predictions in run:
+                if writer is not None and staged is not None:
+                    for example, prediction in zip(chunk, predictions):
+                        writer.add(classify_files.classification_record(example, prediction))
+                    staged.items += len(chunk)
+            if writer is not None:
+                writer.header["runtime"] = round(run.seconds, 3)
     return 0
+
+
+def _add_streaming(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("--chunk-size", type=int, default=4096, metavar="N",
+                        help=f"read and {verb} the input N texts at a time: memory does not grow with the input (default: 4096)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
 
 
 def _architectures(args: argparse.Namespace) -> int:
@@ -181,6 +199,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
+    _add_streaming(p, "evaluate")
     _add_reading(p, defaults_from_model=True)
     add_run_options(p)
     add_engine_options(p)
@@ -192,6 +211,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="output JSON file (default: stdout)")
     p.add_argument("--input-format", default=None, choices=INPUT_FORMATS, help="default: from the file name (.txt: one text per line)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
+    _add_streaming(p, "classify")
     add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_classify)

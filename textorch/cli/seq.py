@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import fields
 from pathlib import Path
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
-from textorch.data.writers import write_conll, write_grobid
 from textorch.eval.entity_report import format_report
 from textorch.models.architectures import ARCHITECTURES
-from textorch.tagging.answer import tagging_document
-from textorch.train.dist import session
+from textorch.data.staged_output import staged_output
+from textorch.runtime.progress import TaggingProgress
+from textorch.train.dist import DistContext, session
 from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
-from textorch.data.readers import read_labelled
+from textorch.data.streams import stream_labelled
 from textorch.tagging import tag_files, training
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.cli.run_options import (
@@ -142,8 +141,10 @@ def _eval(args: argparse.Namespace) -> int:
     with session(args.device, args.threads) as (ctx, device):
         labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
-        corpus = read_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
-        scores = labeler.evaluate(corpus, batch_size=args.batch_size, ctx=ctx)
+        _, sequences = stream_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
+        chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
+        with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
+            scores = tag_files.evaluate_stream(labeler, sequences, args.batch_size, ctx, chunk, progress)
     if ctx.is_main:
         print(format_report(scores))
         training.write_metrics(scores, args.metrics_json)
@@ -156,30 +157,44 @@ def _tag(args: argparse.Namespace) -> int:
         labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
         load_s = time.perf_counter() - started
-        corpus = tag_files.read_for_tagging(args.input, args.input_format, labeler)
-        # Only JSON output (text input) carries confidences; CoNLL and GROBID output is labels.
-        predictions, tag_s = tag_files.tag_corpus(labeler, corpus, args.batch_size, ctx,
-                                                  with_scores=args.input_format == "text")
-    if ctx.is_main:  # every process holds all predictions; one writes them
-        _write_tagged(args, corpus, predictions, tag_s)
-        if args.stats_json:
-            Path(args.stats_json).write_text(json.dumps(tag_files.stats(corpus, load_s, tag_s), indent=2) + "\n")
+        output_format = "json" if args.input_format == "text" else args.input_format
+        run = tag_streamed(args, ctx, labeler, args.input_format, output_format, args.output, Path(args.model).name,
+                           args.batch_size, with_scores=args.input_format == "text")
+    if ctx.is_main and args.stats_json:
+        Path(args.stats_json).write_text(json.dumps(run.stats(load_s), indent=2) + "\n")
     return 0
 
 
-def _write_tagged(args: argparse.Namespace, corpus, predictions: list, tag_s: float) -> None:
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
-        if args.input_format == "text":
-            document = tagging_document(Path(args.model).name, corpus.sequences, predictions, tag_s)
-            out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
-        elif args.input_format == "grobid":
-            write_grobid(corpus, [p.labels for p in predictions], out)
-        else:
-            write_conll(corpus, [p.labels for p in predictions], out)
-    finally:
-        if out is not sys.stdout:
-            out.close()
+def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLabeler, input_format: str, output_format: str,
+                 output: str | None, model_name: str, batch_size: int, with_scores: bool,
+                 labels_as: str | None = None) -> tag_files.TaggingRun:
+    """Read, tag and write chunk by chunk (``seq tag``, ``grobid MODEL tag``): the output appears
+    complete or, after a failure, as ``OUTPUT.partial`` (see :mod:`textorch.data.staged_output`).
+    Only the CoNLL and GROBID outputs go without confidences: a CRF then skips its
+    forward-backward pass."""
+    sequences = tag_files.stream_for_tagging(args.input, input_format, labeler)
+    chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
+    progress = TaggingProgress("tagging", ctx.shows_progress and not args.quiet)
+    with progress, staged_output(output, write=ctx.is_main) as staged:
+        writer = tag_files.TaggedWriter(staged, output_format, model_name, labels_as) if staged is not None else None
+        run = tag_files.TaggingRun(labeler, sequences, batch_size, ctx, with_scores, chunk, progress)
+        for tagged, predictions in run:
+            if writer is not None:
+                writer.add(tagged, predictions)
+        if writer is not None:
+            writer.set_runtime(run.tag_s)
+    return run
+
+
+def add_streaming_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Chunk size and progress bar of the commands that stream their input (tag, eval)."""
+    default = tag_files.ChunkSize()
+    parser.add_argument("--chunk-sequences", type=int, default=default.sequences, metavar="N",
+                        help=f"read and tag the input in chunks of at most N sequences (default: {default.sequences})")
+    parser.add_argument("--chunk-tokens", type=int, default=default.tokens, metavar="N",
+                        help=f"... or of about N tokens, whichever comes first: memory does not grow with the "
+                             f"input (default: {default.tokens})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -210,6 +225,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="sequences per batch, per device (default: 64)")
+    add_streaming_options(p)
     add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_eval)
@@ -222,6 +238,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--input-format", default="text", choices=list(tag_files.INPUT_FORMATS), help="text (one text per line; JSON output), conll or grobid (same layout back with the predicted label)")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per batch, per device (default: 32)")
     p.add_argument("--stats-json", help="write n_sequences, n_tokens, load_s, tag_s, tokens_per_s here")
+    add_streaming_options(p)
     add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_tag)

@@ -14,26 +14,25 @@ from __future__ import annotations
 import gzip
 import logging
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 
 from textorch.data.corpus import Corpus, TokenSequence
-from textorch.data.tags import (
-    conll_tag_error,
-    detect_scheme,
-    grobid_label_error,
-    grobid_to_iob2,
-    is_conll_tag,
-    is_grobid_label,
-    normalize_to_iob2,
+from textorch.data.sequence_parsers import (
+    CONLL_COLUMNS,
+    ConllParser,
+    GrobidParser,
+    is_blank,
+    is_document_marker,
+    split_fields,
 )
+from textorch.data.tags import is_conll_tag, is_grobid_label
 from textorch.data.tokenize import tokenize
 from textorch.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
 
 LABELLED_FORMATS = ("conll", "grobid")
-_CONLL_COLUMNS = (2, 3, 4)
-_SCHEME_RANK = {"iob2": 0, "iob1": 1, "iobes": 2}
 _DETECT_LINES = 20
 
 
@@ -90,94 +89,11 @@ def read_file_text(path: str | Path) -> str:
     return decode_utf8(read_file_bytes(path), path)
 
 
-def _is_blank(line: str) -> bool:
-    """A sequence boundary: empty, or whitespace only (GROBID files end sequences with ``" "``)."""
-    return not line or line.isspace()
-
-
-def _fields(line: str) -> list[str]:
-    """Split a line on runs of spaces or tabs; the common single-space case stays cheap."""
-    if "\t" in line:
-        line = line.replace("\t", " ")
-    fields = line.split(" ")
-    if "" in fields:
-        fields = [field for field in fields if field]
-    return fields
-
-
-def _is_document_marker(fields: list[str]) -> bool:
-    """``-DOCSTART-`` and ``#begin document`` / ``#end document`` lines separate documents."""
-    first = fields[0]
-    if first == "-DOCSTART-":
-        return True
-    return first in ("#begin", "#end") and len(fields) > 1 and fields[1] == "document"
-
-
-def _check_conll_columns(path: str | Path, lineno: int, found: int, expected: int,
-                         first_line: int, labelled: bool = True) -> int:
-    """Fix the file's column count on its first token line and hold every later line to it."""
-    if expected == 0:
-        if not labelled and found == 1:
-            return found
-        if found not in _CONLL_COLUMNS:
-            raise DataError(path, lineno, f"expected 2 to 4 columns (token ... tag), found {found}")
-        return found
-    if found != expected:
-        message = f"expected {expected} columns (as on line {first_line}), found {found}"
-        raise DataError(path, lineno, message)
-    return expected
-
-
 def _parse_conll(text: str, path: str | Path, labelled: bool = True) -> Corpus:
     """Build a CoNLL corpus from file text; see read_conll for the accepted layout."""
-    sequences: list[TokenSequence] = []
-    doc_starts: list[int] = []
-    tokens: list[str] = []
-    tags: list[str] = []
-    valid_tags: set[str] = set()
-    columns = 0
-    columns_line = 0
-    first_line = 0
-    scheme = "iob2"
-
-    def flush() -> None:
-        nonlocal tokens, tags, scheme
-        if tokens:
-            found = detect_scheme(tags)
-            if _SCHEME_RANK[found] > _SCHEME_RANK[scheme]:
-                scheme = found
-            labels = normalize_to_iob2(tags) if tags else None
-            sequences.append(TokenSequence(tokens, labels, line=first_line))
-            tokens, tags = [], []
-
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if _is_blank(line):
-            flush()
-            continue
-        fields = _fields(line)
-        if _is_document_marker(fields):
-            flush()
-            if fields[0] != "#end":
-                doc_starts.append(len(sequences))
-            continue
-        if columns == 0:
-            columns_line = lineno
-        columns = _check_conll_columns(path, lineno, len(fields), columns, columns_line, labelled)
-        if not tokens:
-            first_line = lineno
-        tokens.append(fields[0])
-        if columns == 1:
-            continue
-        tag = fields[-1]
-        if tag not in valid_tags:
-            error = conll_tag_error(tag)
-            if error is not None:
-                raise DataError(path, lineno, error)
-            valid_tags.add(tag)
-        tags.append(tag)
-    flush()
-    extra = {"columns": columns, "scheme": scheme, "doc_starts": doc_starts}
-    return Corpus(sequences, "conll", path=str(path), n_features=0, extra=extra)
+    parser = ConllParser(path, labelled)
+    sequences = list(parser.sequences(enumerate(text.split("\n"), 1)))
+    return Corpus(sequences, "conll", path=str(path), n_features=0, extra=parser.extra())
 
 
 def read_conll(path: str | Path, labelled: bool = True) -> Corpus:
@@ -194,90 +110,11 @@ def read_conll(path: str | Path, labelled: bool = True) -> Corpus:
     return corpus
 
 
-def _grobid_layout(path: str | Path, lineno: int, count: int, labelled: bool,
-                   n_features: int | None) -> tuple[bool, int]:
-    """From the first line's field count, decide whether a label is present and how many features.
-
-    Returns ``(has_label, n_features)``. When the caller knows the model's feature count, an
-    unlabelled read accepts files with or without a gold label column; any other count is a
-    mismatch with the model and is reported here rather than as garbage features later.
-    """
-    if labelled:
-        if n_features is not None and count != n_features + 2:
-            message = (f"expected {n_features + 2} fields (token, {n_features} features, label), "
-                       f"found {count}")
-            raise DataError(path, lineno, message)
-        if count < 2:
-            message = f"expected at least 2 fields (token and label), found {count}"
-            raise DataError(path, lineno, message)
-        return True, count - 2
-    if n_features is None:
-        return False, count - 1
-    if count == n_features + 2:
-        return True, n_features
-    if count == n_features + 1:
-        return False, n_features
-    message = (f"expected {n_features + 1} fields (token and {n_features} features) or "
-               f"{n_features + 2} (with a label), found {count}")
-    raise DataError(path, lineno, message)
-
-
 def _parse_grobid(text: str, path: str | Path, labelled: bool, n_features: int | None) -> Corpus:
     """Build a GROBID corpus from file text; see read_grobid for the accepted layout."""
-    sequences: list[TokenSequence] = []
-    tokens: list[str] = []
-    features: list[list[str]] = []
-    labels: list[str] = []
-    valid_labels: set[str] = set()
-    expected = 0
-    expected_line = 0
-    has_label = labelled
-    n_feat = n_features if n_features is not None else 0
-    widths: set[int] = set()
-    first_line = 0
-
-    def flush() -> None:
-        nonlocal tokens, features, labels, expected
-        if tokens:
-            iob2 = grobid_to_iob2(labels) if has_label else None
-            sequences.append(TokenSequence(tokens, iob2, features=features, line=first_line))
-            widths.add(n_feat)
-            tokens, features, labels = [], [], []
-        if ragged:
-            expected = 0
-
-    # Labelled files may change their number of feature columns between sequences (GROBID's own
-    # training files do, DeLFT trains on them); within a sequence the count is fixed. Input to tag
-    # keeps one layout for the whole file, the model's.
-    ragged = labelled and n_features is None
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if _is_blank(line):
-            flush()
-            continue
-        fields = _fields(line)
-        if expected == 0:
-            has_label, n_feat = _grobid_layout(path, lineno, len(fields), labelled, n_features)
-            expected, expected_line = len(fields), lineno
-        elif len(fields) != expected:
-            found = len(fields)
-            message = f"expected {expected} fields (as on line {expected_line}), found {found}"
-            raise DataError(path, lineno, message)
-        if has_label:
-            label = fields[-1]
-            if label not in valid_labels:
-                error = grobid_label_error(label)
-                if error is not None:
-                    raise DataError(path, lineno, error)
-                valid_labels.add(label)
-            labels.append(label)
-        if not tokens:
-            first_line = lineno
-        tokens.append(fields[0])
-        features.append(fields[1:1 + n_feat])
-    flush()
-    if widths:  # the widest layout; extra["common_features"]: the columns every sequence has
-        n_feat = max(widths)
-    extra = {"fields": n_feat + 1 + has_label, "labelled": has_label, "common_features": min(widths, default=n_feat)}
+    parser = GrobidParser(path, labelled, n_features)
+    sequences = list(parser.sequences(enumerate(text.split("\n"), 1)))
+    n_feat, extra = parser.extra()
     return Corpus(sequences, "grobid", path=str(path), n_features=n_feat, extra=extra)
 
 
@@ -321,14 +158,19 @@ def _label_kind(label: str) -> str | None:
 
 def _detect(text: str, path: str | Path) -> str:
     """Decide the format from the labels of the first token lines; they must all agree."""
+    return detect_format_of_lines(enumerate(text.split("\n"), 1), path)
+
+
+def detect_format_of_lines(lines: Iterable[tuple[int, str]], path: str | Path) -> str:
+    """:func:`detect_format` over numbered lines (a file read lazily stops after the first few)."""
     found: str | None = None
     found_line = 0
     seen = 0
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if _is_blank(line):
+    for lineno, line in lines:
+        if is_blank(line):
             continue
-        fields = _fields(line)
-        if _is_document_marker(fields):
+        fields = split_fields(line)
+        if is_document_marker(fields):
             continue
         kind = _label_kind(fields[-1]) if len(fields) > 1 else None
         if kind is None:
@@ -381,9 +223,7 @@ def parse_labelled_text(text: str, path: str | Path, format: str | None = None) 
 
 
 # The per-line rules, public so that validate.py applies exactly the reader's rules when it
-# collects every problem of a file instead of stopping at the first.
-is_blank = _is_blank
-split_fields = _fields
-is_document_marker = _is_document_marker
+# collects every problem of a file instead of stopping at the first (the others are
+# sequence_parsers' own, imported above).
 label_kind = _label_kind
-CONLL_COLUMNS = _CONLL_COLUMNS
+__all__ = ["CONLL_COLUMNS", "is_blank", "is_document_marker", "split_fields"]

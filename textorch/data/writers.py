@@ -12,7 +12,7 @@ from typing import TextIO
 
 from textorch import __version__
 
-from textorch.data.corpus import Corpus
+from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.tags import iob2_to_grobid
 
 
@@ -36,13 +36,17 @@ def write_conll(corpus: Corpus, predicted: list[list[str]], out: TextIO) -> None
     """
     _check_alignment(corpus, predicted)
     for sequence, tags in zip(corpus.sequences, predicted):
-        gold = sequence.labels
-        if gold is not None:
-            lines = [f"{token} {g} {p}\n" for token, g, p in zip(sequence.tokens, gold, tags)]
-        else:
-            lines = [f"{token} {p}\n" for token, p in zip(sequence.tokens, tags)]
-        out.write("".join(lines))
-        out.write("\n")
+        out.write(conll_block(sequence, tags))
+
+
+def conll_block(sequence: TokenSequence, tags: list[str]) -> str:
+    """One sequence as :func:`write_conll` writes it, its blank line included."""
+    gold = sequence.labels
+    if gold is not None:
+        lines = [f"{token} {g} {p}\n" for token, g, p in zip(sequence.tokens, gold, tags)]
+    else:
+        lines = [f"{token} {p}\n" for token, p in zip(sequence.tokens, tags)]
+    return "".join(lines) + "\n"
 
 
 def write_grobid(corpus: Corpus, predicted: list[list[str]], out: TextIO) -> None:
@@ -53,14 +57,15 @@ def write_grobid(corpus: Corpus, predicted: list[list[str]], out: TextIO) -> Non
     """
     _check_alignment(corpus, predicted)
     for sequence, tags in zip(corpus.sequences, predicted):
-        labels = iob2_to_grobid(tags)
-        features = sequence.features or [[] for _ in sequence.tokens]
-        lines = [
-            " ".join([token, *feats, label]) + "\n"
-            for token, feats, label in zip(sequence.tokens, features, labels)
-        ]
-        out.write("".join(lines))
-        out.write("\n")
+        out.write(grobid_block(sequence, tags))
+
+
+def grobid_block(sequence: TokenSequence, tags: list[str]) -> str:
+    """One sequence as :func:`write_grobid` writes it, its blank line included."""
+    labels = iob2_to_grobid(tags)
+    features = sequence.features or [[] for _ in sequence.tokens]
+    lines = [" ".join([token, *feats, label]) + "\n" for token, feats, label in zip(sequence.tokens, features, labels)]
+    return "".join(lines) + "\n"
 
 
 def answer_header(model_name: str, runtime_s: float) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 from textorch.data.corpus import TokenSequence
+from textorch.data.tags import iob2_to_grobid
 from textorch.data.writers import answer_header
 from textorch.eval.metrics import extract_entities
 from textorch.tagging.prediction import Prediction
@@ -42,10 +43,15 @@ def tagging_document(
     model_name: str, sequences: list[TokenSequence], predictions: list[Prediction], runtime_s: float
 ) -> dict:
     """The whole JSON answer: software, model, date, runtime and one record per text."""
-    return {
-        **answer_header(model_name, runtime_s),
-        "texts": [
-            {"text": s.text if s.text is not None else " ".join(s.tokens), "entities": entities(s, p)}
-            for s, p in zip(sequences, predictions)
-        ],
-    }
+    return {**answer_header(model_name, runtime_s), "texts": [text_record(s, p) for s, p in zip(sequences, predictions)]}
+
+
+def text_record(sequence: TokenSequence, prediction: Prediction, labels_as: str | None = None) -> dict:
+    """One text's record of the answer; ``labels_as`` (the model's input format) adds its per-token
+    labels, GROBID labels for a GROBID model and IOB2 otherwise (token-list input)."""
+    text = sequence.text if sequence.text is not None else " ".join(sequence.tokens)
+    record: dict = {"text": text, "entities": entities(sequence, prediction)}
+    if labels_as is not None:
+        labels = prediction.labels
+        record["labels"] = iob2_to_grobid(labels) if labels_as == "grobid" else list(labels)
+    return record

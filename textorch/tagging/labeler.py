@@ -305,6 +305,13 @@ class SequenceLabeler(LabelerAPI):
         the counts are summed with one all-reduce: each sequence counts exactly once, and the
         result equals a single process's.
         """
+        counts = self.local_counts(sequences, data, batch_size, ctx)
+        return self.reduced_counts(counts, {tag for s in sequences if s.labels for tag in s.labels}, ctx)
+
+    def local_counts(self, sequences: list[TokenSequence], data: EncodedData | None = None, batch_size: int = 64,
+                     ctx: DistContext | None = None) -> EntityCounts:
+        """This process's share of :meth:`count_entities`, before the sum over processes (a
+        streamed evaluation adds these up chunk by chunk and reduces once)."""
         ctx = ctx or DistContext()
         data = data or self.encode(sequences)
         predictions = self._decode(data, batch_size, ctx, gather=False, with_scores=False)
@@ -312,11 +319,15 @@ class SequenceLabeler(LabelerAPI):
         counts = EntityCounts()
         gold = [sequences[i].labels or ["O"] * len(sequences[i]) for i in mine]
         counts.update(gold, [predictions[i].labels for i in mine])  # type: ignore[union-attr]
+        return counts
+
+    def reduced_counts(self, counts: EntityCounts, gold_tags: set[str], ctx: DistContext | None = None) -> EntityCounts:
+        """Local counts summed over the processes; ``gold_tags``: the tags of the whole gold data."""
+        ctx = ctx or DistContext()
         if ctx.world_size == 1:
             return counts
         # Gold labels of the whole data (held by every process) plus the model's own: the same
         # layout everywhere, with a slot for labels only some shard or only the gold data has.
-        gold_tags = {tag for s in sequences if s.labels for tag in s.labels}
         labels = agreed_labels(entity_labels(self.encoder.labels.items), entity_labels(gold_tags))
         return reduce_counts(counts, labels, ctx)
 

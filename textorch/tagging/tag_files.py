@@ -2,29 +2,160 @@
 
 ``seq tag`` and ``grobid ... tag`` go through these; the answer itself is
 :meth:`SequenceLabeler.predict`'s, the one inference path of the library and the server.
+The commands stream (:func:`stream_for_tagging`, :class:`TaggingRun`, :class:`TaggedWriter`):
+the input is read in chunks of sequences, each chunk tagged and written before the next is
+read, so memory does not grow with the file. The whole-file functions stay for the API.
 """
 
 from __future__ import annotations
 
 import gzip
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import torch
 
-from textorch.data.corpus import Corpus
+from textorch.data.corpus import Corpus, TokenSequence
+from textorch.data.json_stream import JsonListWriter
 from textorch.data.readers import read_conll, read_grobid, read_text
+from textorch.data.staged_output import StagedOutput
+from textorch.data.streams import chunks, stream_conll, stream_grobid, stream_text
 from textorch.data.tags import is_grobid_label
-from textorch.errors import ConfigError
+from textorch.data.writers import answer_header, conll_block, grobid_block
+from textorch.errors import ConfigError, TextorchError
+from textorch.eval.metrics import EntityCounts
+from textorch.tagging.answer import text_record
 from textorch.tagging.labeler import Prediction, SequenceLabeler
+from textorch.runtime.progress import TaggingProgress
 from textorch.train.dist import DistContext
 
 INPUT_FORMATS = ("text", "conll", "grobid")
 
 
-def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> Corpus:
-    """Read input to tag; a gold label column in CoNLL/GROBID input is recognised and ignored."""
+@dataclass(frozen=True)
+class ChunkSize:
+    """How much input one tagging step holds: a chunk closes at ``sequences`` sequences or
+    ``tokens`` tokens. Within a chunk the labeler forms its length-sorted batches; a larger
+    chunk sorts better (less padding), a smaller one holds less memory."""
+
+    sequences: int = 4096
+    tokens: int = 65536
+
+
+def _check_format(input_format: str) -> None:
     if input_format not in INPUT_FORMATS:
         raise ConfigError(f"unknown --input-format {input_format!r}; choose one of: {', '.join(INPUT_FORMATS)}")
+
+
+def stream_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> Iterator[TokenSequence]:
+    """The sequences :func:`read_for_tagging` reads, one at a time, as the file is read."""
+    _check_format(input_format)
+    if input_format == "text":
+        return stream_text(path)
+    if input_format == "grobid":
+        return stream_grobid(path, labelled=False, n_features=_grobid_width(path, labeler))
+    return stream_conll(path, labelled=False)
+
+
+class TaggingRun:
+    """Tag a stream of sequences chunk by chunk: iterate for ``(chunk, predictions)`` pairs.
+
+    With several processes each one iterates the same chunks (every process reads the file)
+    and tags its share of each (whole batches, dealt round-robin by ``predict``); every process
+    receives each chunk's predictions in input order. A data error in the input ends the run
+    once the sequences read before it are tagged, so that they can be written.
+    """
+
+    def __init__(self, labeler: SequenceLabeler, sequences: Iterable[TokenSequence], batch_size: int,
+                 ctx: DistContext | None = None, with_scores: bool = True, chunk: ChunkSize = ChunkSize(),
+                 progress: TaggingProgress | None = None) -> None:
+        self.labeler = labeler
+        self.sequences = sequences
+        self.batch_size = batch_size
+        self.ctx = ctx
+        self.with_scores = with_scores
+        self.chunk = chunk
+        self.progress = progress
+        self.n_sequences = 0
+        self.n_tokens = 0
+        self.tag_s = 0.0
+        """Seconds spent in ``predict`` (encoding, network, decoding), reading and writing aside."""
+
+    def __iter__(self) -> Iterator[tuple[list[TokenSequence], list[Prediction]]]:
+        failure: list[TextorchError] = []
+        for chunk in chunks(_until_error(self.sequences, failure), self.chunk.sequences, self.chunk.tokens):
+            started = time.perf_counter()
+            predictions = self.labeler.predict(chunk, batch_size=self.batch_size, ctx=self.ctx, with_scores=self.with_scores)
+            self.tag_s += time.perf_counter() - started
+            n_tokens = sum(len(s) for s in chunk)
+            self.n_sequences += len(chunk)
+            self.n_tokens += n_tokens
+            if self.progress is not None:
+                self.progress.update(len(chunk), n_tokens)
+            yield chunk, predictions
+        if failure:
+            raise failure[0]
+
+    def stats(self, load_s: float) -> dict:
+        """What ``--stats-json`` writes (see :func:`stats`)."""
+        return _stats(self.n_sequences, self.n_tokens, load_s, self.tag_s)
+
+
+def _until_error(sequences: Iterable[TokenSequence], failure: list[TextorchError]) -> Iterator[TokenSequence]:
+    """``sequences`` until one cannot be read; the error is kept in ``failure``."""
+    try:
+        yield from sequences
+    except TextorchError as exc:
+        failure.append(exc)
+
+
+class TaggedWriter:
+    """A tagging run's output in the input's style, sequence by sequence, to a :class:`StagedOutput`.
+
+    ``text`` input gives DeLFT's JSON answer (``labels_as``: also each text's per-token labels,
+    as ``grobid MODEL tag`` writes them); ``conll`` and ``grobid`` input the same layout back
+    with the predicted label, as :func:`textorch.data.writers.write_conll` / ``write_grobid``.
+    """
+
+    def __init__(self, staged: StagedOutput, output_format: str, model_name: str, labels_as: str | None = None) -> None:
+        self.staged = staged
+        self.output_format = output_format
+        self.labels_as = labels_as
+        self.json: JsonListWriter | None = None
+        if output_format == "json":
+            header = answer_header(model_name, 0.0)
+            header_first = header if staged.target is None else None
+            self.json = JsonListWriter(staged.out, "texts", header_first)
+            self.json.header = header
+            staged.head, staged.tail = self.json.head, self.json.tail
+            staged.unit = "texts"
+
+    def add(self, sequences: list[TokenSequence], predictions: list[Prediction]) -> None:
+        if len(predictions) != len(sequences):
+            raise ValueError(f"{len(predictions)} predictions for {len(sequences)} sequences")
+        if self.json is not None:
+            for sequence, prediction in zip(sequences, predictions):
+                self.json.add(text_record(sequence, prediction, self.labels_as))
+        else:
+            block = grobid_block if self.output_format == "grobid" else conll_block
+            parts = []
+            for sequence, prediction in zip(sequences, predictions):
+                if len(prediction.labels) != len(sequence.tokens):
+                    raise ValueError(f"{len(prediction.labels)} predicted tags for {len(sequence.tokens)} tokens")
+                parts.append(block(sequence, prediction.labels))
+            self.staged.out.write("".join(parts))
+        self.staged.items += len(sequences)
+
+    def set_runtime(self, runtime_s: float) -> None:
+        """The JSON answer's ``runtime``, written with its header at the end."""
+        if self.json is not None:
+            self.json.header["runtime"] = round(runtime_s, 3)
+
+
+def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> Corpus:
+    """Read input to tag; a gold label column in CoNLL/GROBID input is recognised and ignored."""
+    _check_format(input_format)
     if input_format == "text":
         return read_text(path)
     if input_format == "grobid":
@@ -70,9 +201,12 @@ def tag_corpus(
 
 
 def stats(corpus: Corpus, load_s: float, tag_s: float) -> dict:
-    n_tokens = sum(len(s) for s in corpus.sequences)
+    return _stats(len(corpus.sequences), sum(len(s) for s in corpus.sequences), load_s, tag_s)
+
+
+def _stats(n_sequences: int, n_tokens: int, load_s: float, tag_s: float) -> dict:
     return {
-        "n_sequences": len(corpus.sequences),
+        "n_sequences": n_sequences,
         "n_tokens": n_tokens,
         "load_s": round(load_s, 6),
         "tag_s": round(tag_s, 6),
@@ -83,3 +217,22 @@ def stats(corpus: Corpus, load_s: float, tag_s: float) -> dict:
 def set_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
+
+
+def evaluate_stream(labeler: SequenceLabeler, sequences: Iterable[TokenSequence], batch_size: int = 64,
+                    ctx: DistContext | None = None, chunk: ChunkSize = ChunkSize(),
+                    progress: TaggingProgress | None = None) -> dict:
+    """:meth:`SequenceLabeler.evaluate` over a stream of labelled sequences, chunk by chunk: only
+    the entity counts are kept, and summed over processes once at the end."""
+    counts = EntityCounts()
+    gold_tags: set[str] = set()
+    for part in chunks(sequences, chunk.sequences, chunk.tokens):
+        missing = next((s for s in part if s.labels is None), None)
+        if missing is not None:
+            raise ConfigError(f"evaluation needs labelled data (no labels at line {missing.line})")
+        counts.merge(labeler.local_counts(part, batch_size=batch_size, ctx=ctx))
+        for sequence in part:
+            gold_tags.update(sequence.labels)  # type: ignore[arg-type]
+        if progress is not None:
+            progress.update(len(part), sum(len(s) for s in part))
+    return labeler.reduced_counts(counts, gold_tags, ctx).scores()

@@ -1,0 +1,163 @@
+"""Files read lazily: numbered lines block by block, sequences one at a time, and chunks of them.
+
+Tagging a file must not hold the file: :func:`numbered_lines` reads a block of bytes, cuts it
+after its last newline, decodes that (so a multi-byte character is never split) and hands out
+its lines; the parsers of :mod:`textorch.data.sequence_parsers` turn them into sequences as they
+come. The rules are the whole-file readers' (:mod:`textorch.data.readers`): UTF-8 checked with
+the line and column of a bad byte, a leading BOM dropped, CRLF read as LF, ``.gz`` unpacked,
+every problem a ``DataError`` at ``path:line``, raised when the reading reaches that line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from textorch.data.corpus import TokenSequence
+from textorch.data.readers import LABELLED_FORMATS, detect_format_of_lines, locate_utf8_error
+from textorch.data.sequence_parsers import ConllParser, GrobidParser
+from textorch.data.tokenize import tokenize
+from textorch.errors import ConfigError, DataError
+
+BLOCK_BYTES = 1 << 20
+"""Bytes read at a time: large enough that decoding and splitting run at whole-file speed."""
+
+
+def _open(path: str | Path) -> BinaryIO:
+    file = Path(path)
+    if not file.exists():
+        raise DataError(path, None, "file not found")
+    if not file.is_file():
+        raise DataError(path, None, "not a regular file")
+    try:
+        return gzip.open(file, "rb") if file.name.endswith(".gz") else open(file, "rb")  # type: ignore[return-value]
+    except OSError as exc:
+        raise DataError(path, None, f"cannot read file: {exc.strerror or exc}") from None
+
+
+def numbered_lines(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for every item of ``text.split("\\n")`` of the decoded file.
+
+    As the whole-file readers split, the last item is what follows the last newline (an empty
+    string when the file ends with one, or is empty).
+    """
+    lineno = 0
+    carry = b""
+    first = True
+    with _open(path) as handle:
+        while True:
+            try:
+                block = handle.read(block_bytes)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise DataError(path, None, f"cannot read file: {getattr(exc, 'strerror', None) or exc}") from None
+            data = carry + block if carry else block
+            if block:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:  # no newline yet: a line longer than a block
+                    carry = data
+                    continue
+                data, carry = data[:cut], data[cut:]
+            else:
+                carry = b""
+            failure: DataError | None = None
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                # The lines before the bad one are good: hand them out first, then the error.
+                line, message = locate_utf8_error(data, exc)
+                failure = DataError(path, lineno + line, message)
+                text = data[: data.rfind(b"\n", 0, exc.start) + 1].decode("utf-8")
+            if first:
+                first = False
+                if text.startswith("\ufeff"):
+                    text = text[1:]
+            if "\r" in text:
+                text = text.replace("\r\n", "\n")
+            lines = text.split("\n")
+            if block or failure is not None:
+                lines.pop()  # the empty item after the block's last newline: the next block starts there
+            for line in lines:
+                lineno += 1
+                yield lineno, line
+            if failure is not None:
+                raise failure
+            if not block:
+                return
+
+
+def stream_text(path: str | Path) -> Iterator[TokenSequence]:
+    """One text per line, tokenised with offsets (as ``read_text``): empty lines are empty
+    sequences, so that answer ``n`` is line ``n``; nothing after a final newline."""
+    pending: tuple[int, str] | None = None
+    try:
+        for numbered in numbered_lines(path):
+            if pending is not None:
+                yield _text_sequence(*pending)
+            pending = numbered
+    except DataError:
+        if pending is not None:  # a line came after it (the bad one): it is a text, even empty
+            yield _text_sequence(*pending)
+        raise
+    if pending is not None and pending[1]:
+        yield _text_sequence(*pending)
+
+
+def _text_sequence(lineno: int, line: str) -> TokenSequence:
+    tokens, offsets = tokenize(line)
+    return TokenSequence(tokens, offsets=offsets, text=line, line=lineno)
+
+
+def stream_conll(path: str | Path, labelled: bool = True) -> Iterator[TokenSequence]:
+    """The sequences ``read_conll`` would read, one at a time."""
+    return ConllParser(path, labelled).sequences(numbered_lines(path))
+
+
+def stream_grobid(path: str | Path, labelled: bool = True, n_features: int | None = None) -> Iterator[TokenSequence]:
+    """The sequences ``read_grobid`` would read, one at a time."""
+    return GrobidParser(path, labelled, n_features).sequences(numbered_lines(path))
+
+
+def stream_labelled(path: str | Path, format: str | None = None) -> tuple[str, Iterator[TokenSequence]]:
+    """The format (detected from the first token lines when None) and the sequences
+    ``read_labelled`` would read, one at a time."""
+    if format is not None and format not in LABELLED_FORMATS:
+        choices = ", ".join(repr(name) for name in LABELLED_FORMATS)
+        raise ConfigError(f"unknown format {format!r}: choose one of {choices} (or none, to detect it)")
+    chosen = format or detect_format_of_lines(numbered_lines(path), path)
+    if chosen == "conll":
+        return chosen, stream_conll(path)
+    return chosen, stream_grobid(path, labelled=True, n_features=None)
+
+
+def chunks(sequences: Iterable[TokenSequence], max_sequences: int, max_tokens: int) -> Iterator[list[TokenSequence]]:
+    """Consecutive runs of ``sequences``, each closed once it holds ``max_sequences`` sequences or
+    ``max_tokens`` tokens (and at least two sequences), in input order.
+
+    A chunk never holds a single sequence unless the input has only one: a network call of one
+    sequence takes another kernel path, whose scores may differ in the last bit from the same
+    sequence's in a batch, so a lone last sequence joins the chunk before it. For that a full
+    chunk is handed out once two more sequences have been read.
+    """
+    if max_sequences < 2 or max_tokens < 1:
+        raise ConfigError(f"a chunk holds at least 2 sequences and 1 token (got {max_sequences}, {max_tokens})")
+    held: list[TokenSequence] | None = None
+    chunk: list[TokenSequence] = []
+    tokens = 0
+    for sequence in sequences:
+        chunk.append(sequence)
+        tokens += len(sequence)
+        if len(chunk) < 2:
+            continue
+        if held is not None:
+            yield held
+            held = None
+        if len(chunk) >= max_sequences or tokens >= max_tokens:
+            held, chunk, tokens = chunk, [], 0
+    if held is not None:
+        held.extend(chunk)
+        yield held
+    elif chunk:
+        yield chunk

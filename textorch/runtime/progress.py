@@ -1,0 +1,40 @@
+"""The progress bar of a long tagging or evaluation run: sequences and tokens per second, on stderr.
+
+A streamed run does not know how many sequences its input holds, so the bar counts tokens
+(its rate is the throughput) and shows the sequences beside them. It is drawn only where
+someone watches: stderr a terminal, the process rank 0, and no ``--quiet``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tqdm import tqdm
+
+
+class TaggingProgress:
+    """A tqdm bar over tokens with the count and rate of sequences; a no-op when ``enabled`` is False."""
+
+    def __init__(self, description: str, enabled: bool = True) -> None:
+        # disable=None: tqdm itself turns the bar off when stderr is not a terminal
+        self.bar = tqdm(desc=description, unit=" tok", unit_scale=True, file=sys.stderr,
+                        disable=None if enabled else True, dynamic_ncols=True, leave=False)
+        self.sequences = 0
+
+    def update(self, sequences: int, tokens: int) -> None:
+        if self.bar.disable:
+            return
+        self.sequences += sequences
+        elapsed = self.bar.format_dict.get("elapsed") or 0.0
+        rate = f", {self.sequences / elapsed:,.0f} seq/s" if elapsed > 0 else ""
+        self.bar.set_postfix_str(f"{self.sequences:,} seq{rate}", refresh=False)
+        self.bar.update(tokens)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> "TaggingProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
