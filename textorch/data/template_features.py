@@ -47,7 +47,8 @@ class TemplateFeaturizer:
         self.reach = max(abs(row) for template in templates for row, _ in template.cells)
         """The furthest row offset: boundary values come in that many distances per side."""
         self.table = np.zeros(0, dtype=np.uint64)
-        self._lookups: dict[int, np.ndarray] = {}
+        self._lookups: dict[int, tuple[list[int], np.ndarray]] = {}
+        """Template -> (value count of each cell, row of every value combination, row-major)."""
         if table is not None:
             self.use_table(table)
 
