@@ -128,7 +128,7 @@ def _f1_row(job: dict, runs: dict, ours: str = "textorch", suffix: str = "") -> 
     t = statistics.fmean(f1[ours]) if f1[ours] else None
     d = statistics.fmean(f1["delft"]) if f1["delft"] else None
     diff = t - d if t is not None and d is not None else None
-    n = min(len(f1[ours]), len(f1["delft"]))
+    n = min((len(v) for v in f1.values() if v), default=0)  # one system alone (--systems): its seeds
     note = f", not paired: test sets differ for seed(s) {unpaired}" if unpaired else ""
     return {**row, "metric": f"test F1, mean of {n} seed(s){suffix}{note}", "textorch": t, "delft": d,
             "diff_points": None if diff is None else 100 * diff, "met": None if diff is None else diff >= -F1_TOLERANCE}

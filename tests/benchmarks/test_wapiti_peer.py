@@ -286,3 +286,11 @@ def test_identical_reruns_are_pooled_once_on_request_and_differing_ones_always_r
     changed = {**again, "train_runs": [_run("textorch", "date-A-defaults", 1, [[0, 1, 1]], 7.0)]}
     with pytest.raises(SystemExit, match="in more than one file with different test counts"):
         bench_vs_delft.pooled([first, changed], identical_once=True)
+
+
+def test_the_suites_f1_row_of_one_system_alone_counts_its_seeds():
+    job = {"key": "date-A-defaults", "task": "date", "architecture": "A", "app": "grobid:date"}
+    runs = [{**_run("textorch", job["key"], seed, [[1, 0, 0]], 1.0), "f1": f1} for seed, f1 in ((1, 0.9), (2, 0.7))]
+    row = next(r for r in bench_vs_delft.build_rows([job], runs, []) if r["metric"].startswith("test F1"))
+    assert row["metric"] == "test F1, mean of 2 seed(s)" and row["textorch"] == pytest.approx(0.8)
+    assert row["delft"] is None and row["diff_points"] is None
