@@ -1,0 +1,47 @@
+"""benchmarks/pooled_f1.py: runs pooled by task and system, pairs compared on their common seeds."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import pooled_f1  # noqa: E402
+
+
+def _run(system: str, seed: int, counts: list[list[int]], digest: str = "g", task: str = "date") -> dict:
+    return {"system": system, "architecture": "BidLSTM_CRF", "task": task, "seed": seed, "test_counts": counts,
+            "gold_digest": f"{digest}{seed}"}
+
+
+def _file(path: Path, runs: list[dict]) -> Path:
+    path.write_text(json.dumps({"train_runs": runs}), encoding="utf-8")
+    return path
+
+
+def test_pooled_f1_and_paired_differences_over_common_seeds(tmp_path: Path) -> None:
+    perfect = [[1, 0, 0]] * 4
+    half = [[1, 0, 0], [1, 0, 0], [0, 1, 1], [0, 1, 1]]
+    a = _file(tmp_path / "a.json", [_run("textorch", 1, perfect), _run("textorch", 2, perfect)])
+    b = _file(tmp_path / "b.json", [_run("wapiti", 1, half), _run("wapiti", 3, half)])
+    out = pooled_f1.compare(pooled_f1.grouped_runs([a, b]))["date"]
+    assert out["pooled"]["textorch BidLSTM_CRF"] == {"f1": 100.0, "seeds": [1, 2]}
+    assert out["pooled"]["wapiti"]["f1"] == pytest.approx(50.0)
+    (difference,) = out["differences"]
+    assert (difference["a"], difference["b"], difference["seeds"]) == ("textorch BidLSTM_CRF", "wapiti", [1])
+    assert difference["f1_diff"] == pytest.approx(50.0)
+    assert difference["f1_diff_ci95"][0] <= 50.0 <= difference["f1_diff_ci95"][1]
+
+
+def test_runs_scored_on_other_sequences_or_differing_copies_are_refused(tmp_path: Path) -> None:
+    a = _file(tmp_path / "a.json", [_run("textorch", 1, [[1, 0, 0]])])
+    b = _file(tmp_path / "b.json", [_run("wapiti", 1, [[1, 0, 0]], digest="other")])
+    with pytest.raises(SystemExit, match="different test sequences"):
+        pooled_f1.compare(pooled_f1.grouped_runs([a, b]))
+    c = _file(tmp_path / "c.json", [_run("textorch", 1, [[0, 1, 1]])])
+    with pytest.raises(SystemExit, match="differs from an earlier file's"):
+        pooled_f1.grouped_runs([a, c])
