@@ -299,23 +299,28 @@ def _scalar(value: object) -> str:
 # ----------------------------------------------------------------------------- the shared corpora
 def _read_citations(text: str, path: str, labelled: bool) -> ClsCorpus:
     """Athar's corpus: ``#`` comments, then ``source <TAB> target <TAB> letter <TAB> text``."""
-    examples = []
-    for number, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip() or raw.startswith("#"):
-            continue
-        fields = raw.split("\t")
-        if len(fields) != 4:
-            raise DataError(path, number, f"{len(fields)} tab-separated fields, expected 4 (source, target, sentiment, text)")
-        letter, citation = fields[2].strip(), fields[3]
-        if len(citation) >= 2 and citation.startswith('"') and citation.endswith('"'):
-            citation = citation[1:-1]
-        labels = None
-        if labelled:
-            if letter not in CITATION_CLASSES:
-                raise DataError(path, number, f"sentiment {letter!r} is not one of: {', '.join(CITATION_CLASSES)}")
-            labels = (CITATION_CLASSES[letter],)
-        examples.append(ClsExample(_nonempty_text(citation, path, number), labels, number))
+    lines = enumerate(text.split("\n"), start=1)
+    examples = [e for number, raw in lines if (e := citation_example(raw, number, path, labelled)) is not None]
     return ClsCorpus(examples, path, "citation-sentiment", False, None, ["sentiment"])
+
+
+def citation_example(raw: str, number: int, path: str, labelled: bool) -> ClsExample | None:
+    """One line of Athar's corpus as an example (None for a blank or ``#`` line); the whole-file
+    and the streamed readers both read it here."""
+    if not raw.strip() or raw.startswith("#"):
+        return None
+    fields = raw.split("\t")
+    if len(fields) != 4:
+        raise DataError(path, number, f"{len(fields)} tab-separated fields, expected 4 (source, target, sentiment, text)")
+    letter, citation = fields[2].strip(), fields[3]
+    if len(citation) >= 2 and citation.startswith('"') and citation.endswith('"'):
+        citation = citation[1:-1]
+    labels = None
+    if labelled:
+        if letter not in CITATION_CLASSES:
+            raise DataError(path, number, f"sentiment {letter!r} is not one of: {', '.join(CITATION_CLASSES)}")
+        labels = (CITATION_CLASSES[letter],)
+    return ClsExample(_nonempty_text(citation, path, number), labels, number)
 
 
 def _read_lines(text: str, path: str) -> ClsCorpus:

@@ -98,22 +98,10 @@ class ClsStream:
             yield ClsExample(whole._nonempty_text(value, path, number), labels, number)
 
     def _citations(self) -> Iterator[ClsExample]:
-        path = self.path
-        for number, raw in numbered_lines(path):
-            if not raw.strip() or raw.startswith("#"):
-                continue
-            fields = raw.split("\t")
-            if len(fields) != 4:
-                raise DataError(path, number, f"{len(fields)} tab-separated fields, expected 4 (source, target, sentiment, text)")
-            letter, citation = fields[2].strip(), fields[3]
-            if len(citation) >= 2 and citation.startswith('"') and citation.endswith('"'):
-                citation = citation[1:-1]
-            labels = None
-            if self.labelled:
-                if letter not in whole.CITATION_CLASSES:
-                    raise DataError(path, number, f"sentiment {letter!r} is not one of: {', '.join(whole.CITATION_CLASSES)}")
-                labels = (whole.CITATION_CLASSES[letter],)
-            yield ClsExample(whole._nonempty_text(citation, path, number), labels, number)
+        for number, raw in numbered_lines(self.path):
+            example = whole.citation_example(raw, number, self.path, self.labelled)
+            if example is not None:
+                yield example
 
     def _table(self) -> Iterator[ClsExample]:
         path, fmt = self.path, self.format
