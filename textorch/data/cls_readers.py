@@ -248,6 +248,20 @@ def _indicator_labels(values: list[str], classes: list[str], path: str, line: in
 
 
 # ----------------------------------------------------------------------------- JSON lines
+def json_record(raw: str, path: str, number: int) -> dict:
+    """One JSON-lines record (an object), or a DataError naming the file and line; the whole-file
+    and the streamed readers both read records here."""
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise DataError(path, number, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep, a number too long for int
+        raise DataError(path, number, f"invalid JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise DataError(path, number, f"expected a JSON object, got {type(record).__name__}")
+    return record
+
+
 def _read_jsonl(text: str, path: str, text_key: str, label_keys: list[str], labelled: bool) -> ClsCorpus:
     examples = []
     list_labels = False
@@ -255,14 +269,7 @@ def _read_jsonl(text: str, path: str, text_key: str, label_keys: list[str], labe
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DataError(path, number, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-        except (RecursionError, ValueError) as exc:  # nesting too deep, a number too long for int
-            raise DataError(path, number, f"invalid JSON ({exc})") from None
-        if not isinstance(record, dict):
-            raise DataError(path, number, f"expected a JSON object, got {type(record).__name__}")
+        record = json_record(raw, path, number)
         value = _field(record, text_key, path, number, "text")
         if not isinstance(value, str):
             raise DataError(path, number, f"field {text_key!r} must be a string")

@@ -9,7 +9,6 @@ reaches that line.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,14 +73,7 @@ class ClsStream:
         for number, raw in numbered_lines(path):
             if not raw.strip():
                 continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, number, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-            except (RecursionError, ValueError) as exc:
-                raise DataError(path, number, f"invalid JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise DataError(path, number, f"expected a JSON object, got {type(record).__name__}")
+            record = whole.json_record(raw, path, number)
             value = whole._field(record, text_key, path, number, "text")
             if not isinstance(value, str):
                 raise DataError(path, number, f"field {text_key!r} must be a string")
