@@ -175,6 +175,8 @@ class Trainer:
     def _judge_validation(self, progress: Progress) -> None:
         """Keep no epoch that validation cannot tell apart, and say when the kept one scores 0."""
         result, main = progress.result, self.ctx.is_main
+        if not result.history:  # no epoch ran (a resumed run past its last epoch)
+            return
         if _flat(result.history):
             # Every epoch scored the same: the validation data cannot tell them apart (a handful of
             # sequences, or a score of 0 throughout), so it picks none: the last epoch stays.
