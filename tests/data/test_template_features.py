@@ -38,10 +38,6 @@ def _strings(sequence: TokenSequence, templates: list[FeatureTemplate]) -> list[
             for i in range(len(sequence))]
 
 
-def _seen_values(sequences: list[TokenSequence]) -> set[str]:
-    return {v for s in sequences for i in range(len(s)) for v in [s.tokens[i], *s.features[i]]}
-
-
 @pytest.mark.parametrize("lookup_limit", [template_features.LOOKUP_LIMIT, 0])
 def test_rows_equal_iff_feature_strings_equal_and_unseen_strings_get_row_zero(
         lookup_limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,7 +48,6 @@ def test_rows_equal_iff_feature_strings_equal_and_unseen_strings_get_row_zero(
     train_strings = {f for s in TRAIN for token in _strings(s, TEMPLATE) for f in token}
     assert featurizer.n_rows == len(train_strings) + 1  # one row per distinct training feature
     test = [*TRAIN, _sequence("3 May , 1999", "NUM CAP PUNCT NUM"), _sequence("Unseen", "CAP")]
-    seen = _seen_values(TRAIN)
     row_of: dict[str, int] = {}
     for sequence, rows in zip(test, featurizer.rows(test)):
         assert rows.shape == (len(sequence), len(TEMPLATE))
@@ -66,7 +61,6 @@ def test_rows_equal_iff_feature_strings_equal_and_unseen_strings_get_row_zero(
     assert len(set(row_of.values())) == len(row_of)  # different strings, different rows
     assert "U0:_B-2" in row_of and "U0:_B-1" in row_of  # both distances before the start
     assert "U3:_B+1/2005" in row_of  # past the end, joined with an inside value
-    del seen
 
 
 def test_rows_do_not_depend_on_the_other_sequences_of_a_call() -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from textorch.classification.config import ClsDataConfig
 from textorch.classification.prediction import ClsPrediction
+from textorch.data.streams import until_error
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
 from textorch.data.writers import answer_header
 from textorch.data.cls_streams import ClsStream, stream_for_classification as stream_examples
@@ -109,7 +110,7 @@ class ClassificationRun:
 
     def __iter__(self) -> Iterator[tuple[list[ClsExample], list[ClsPrediction]]]:
         failure: list[TextorchError] = []
-        for chunk in _chunks(_until_error(self.examples, failure), self.chunk_size):
+        for chunk in _chunks(until_error(self.examples, failure), self.chunk_size):
             started = time.perf_counter()
             predictions = self.classifier.predict([e.text for e in chunk], self.batch_size, self.ctx)
             self.seconds += time.perf_counter() - started
@@ -118,13 +119,6 @@ class ClassificationRun:
             yield chunk, predictions
         if failure:
             raise failure[0]
-
-
-def _until_error(examples: Iterable[ClsExample], failure: list[TextorchError]) -> Iterator[ClsExample]:
-    try:
-        yield from examples
-    except TextorchError as exc:
-        failure.append(exc)
 
 
 def _chunks(examples: Iterable[ClsExample], size: int) -> Iterator[list[ClsExample]]:

@@ -14,13 +14,15 @@ import gzip
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from textorch.data.corpus import TokenSequence
 from textorch.data.readers import LABELLED_FORMATS, detect_format_of_lines, locate_utf8_error
 from textorch.data.sequence_parsers import ConllParser, GrobidParser
 from textorch.data.tokenize import tokenize
-from textorch.errors import ConfigError, DataError
+from textorch.errors import ConfigError, DataError, TextorchError
+
+Item = TypeVar("Item")
 
 BLOCK_BYTES = 1 << 20
 """Bytes read at a time: large enough that decoding and splitting run at whole-file speed."""
@@ -161,3 +163,12 @@ def chunks(sequences: Iterable[TokenSequence], max_sequences: int, max_tokens: i
         yield held
     elif chunk:
         yield chunk
+
+
+def until_error(items: Iterable[Item], failure: list[TextorchError]) -> Iterator[Item]:
+    """``items`` until one cannot be read; the error is kept in ``failure``, so that a streamed
+    run can finish what it read before it (and keep it as ``OUTPUT.partial``)."""
+    try:
+        yield from items
+    except TextorchError as exc:
+        failure.append(exc)

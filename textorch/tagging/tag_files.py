@@ -20,7 +20,7 @@ from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.json_stream import JsonListWriter
 from textorch.data.readers import read_conll, read_grobid, read_text
 from textorch.data.staged_output import StagedOutput
-from textorch.data.streams import chunks, stream_conll, stream_grobid, stream_text
+from textorch.data.streams import chunks, stream_conll, stream_grobid, stream_text, until_error
 from textorch.data.tags import is_grobid_label
 from textorch.data.writers import answer_header, conll_block, grobid_block
 from textorch.errors import ConfigError, TextorchError
@@ -84,7 +84,7 @@ class TaggingRun:
 
     def __iter__(self) -> Iterator[tuple[list[TokenSequence], list[Prediction]]]:
         failure: list[TextorchError] = []
-        for chunk in chunks(_until_error(self.sequences, failure), self.chunk.sequences, self.chunk.tokens):
+        for chunk in chunks(until_error(self.sequences, failure), self.chunk.sequences, self.chunk.tokens):
             started = time.perf_counter()
             predictions = self.labeler.predict(chunk, batch_size=self.batch_size, ctx=self.ctx, with_scores=self.with_scores)
             self.tag_s += time.perf_counter() - started
@@ -100,14 +100,6 @@ class TaggingRun:
     def stats(self, load_s: float) -> dict:
         """What ``--stats-json`` writes (see :func:`stats`)."""
         return _stats(self.n_sequences, self.n_tokens, load_s, self.tag_s)
-
-
-def _until_error(sequences: Iterable[TokenSequence], failure: list[TextorchError]) -> Iterator[TokenSequence]:
-    """``sequences`` until one cannot be read; the error is kept in ``failure``."""
-    try:
-        yield from sequences
-    except TextorchError as exc:
-        failure.append(exc)
 
 
 class TaggedWriter:
