@@ -114,7 +114,9 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
                                max_sequence_length=chosen["max_sequence_length"], early_stop=chosen["early_stop"],
                                bucket_batches=chosen["bucket_batches"], lr_decay=chosen["lr_decay"],
                                min_validation_sequences=chosen["min_validation_sequences"],
-                               min_steps_per_epoch=chosen["min_steps_per_epoch"], precision=args.precision)
+                               min_steps_per_epoch=chosen["min_steps_per_epoch"],
+                               steps_without_validation=chosen["steps_without_validation"],
+                               lr_schedule=chosen["lr_schedule"], precision=args.precision)
     data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
     return presets.with_model_defaults(defaults, model_config), train_config, data_config
 

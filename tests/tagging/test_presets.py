@@ -82,7 +82,8 @@ def test_command_line_values_win_over_application_defaults() -> None:
     chosen = apps.resolve_options(defaults, {"batch_size": 7, "max_epoch": None, "feature_columns": "9-10"})
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
                       "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5,
-                      "min_validation_sequences": 0, "min_steps_per_epoch": 0}
+                      "min_validation_sequences": 0, "min_steps_per_epoch": 0,
+                      "steps_without_validation": 0, "lr_schedule": "constant"}
     given = apps.resolve_options(defaults, {"bucket_batches": 10, "lr_decay": 1.0})
     assert (given["bucket_batches"], given["lr_decay"]) == (10, 1.0)
     cnn = apps.ner_defaults("BidLSTM_CNN_CRF")

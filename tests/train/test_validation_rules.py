@@ -59,3 +59,61 @@ def test_batches_shrink_to_give_enough_steps(n_train: int, batch: int) -> None:
     config = TrainConfig(batch_size=20, min_steps_per_epoch=20)
     assert fitted_to_data(config, n_train, True).batch_size == batch
     assert fitted_to_data(replace(config, min_steps_per_epoch=0), n_train, True).batch_size == 20
+
+
+@pytest.mark.parametrize("n_train, batch, epochs", [(1305, 20, 30), (1114, 20, 36), (448, 20, 60), (67, 3, 60)])
+def test_without_validation_the_epochs_follow_a_step_budget(n_train: int, batch: int, epochs: int) -> None:
+    """About 2,000 steps: ten times the data trains ten times fewer epochs, small data keeps
+    ``max_epoch``; with validation (early stopping decides) ``max_epoch`` stays."""
+    config = TrainConfig(batch_size=batch, max_epoch=60, steps_without_validation=2000)
+    fitted = fitted_to_data(config, n_train, False)
+    assert fitted.max_epoch == epochs
+    steps = fitted.max_epoch * -(-n_train // batch)
+    assert steps <= 2000 + -(-n_train // batch) or fitted.max_epoch == 60
+    assert fitted_to_data(config, n_train, True).max_epoch == 60
+    assert fitted_to_data(replace(config, steps_without_validation=0), n_train, False).max_epoch == 60
+
+
+def test_the_step_budget_counts_the_batches_the_data_leaves() -> None:
+    """min_steps_per_epoch shrinks the batch first; the epochs are counted in those batches."""
+    config = TrainConfig(batch_size=20, max_epoch=100, min_steps_per_epoch=20, steps_without_validation=400)
+    fitted = fitted_to_data(config, 100, False)
+    assert fitted.batch_size == 5 and fitted.max_epoch == 20  # 20 steps an epoch
+
+
+def test_a_linear_schedule_brings_the_rate_to_zero_at_the_last_step() -> None:
+    import torch
+    from textorch.train.trainer import adam
+
+    model = torch.nn.Linear(2, 2)
+    optimizer, scheduler = adam(model, TrainConfig(learning_rate=0.01, lr_schedule="linear"), 12)
+    rates = []
+    for _ in range(12):
+        model(torch.ones(1, 2)).sum().backward()
+        optimizer.step()
+        scheduler.step()
+        rates.append(optimizer.param_groups[0]["lr"])
+    assert rates[2] == pytest.approx(0.0075) and rates[5] == pytest.approx(0.005) and rates[-1] == 0.0
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+    assert adam(model, TrainConfig(learning_rate=0.01), 12)[1] is None  # constant: no schedule
+
+
+def test_training_without_validation_follows_the_linear_schedule(tmp_path: Path) -> None:
+    corpus = read_labelled(write_tiny_conll(tmp_path / "train.conll", n=24))
+    labeler = SequenceLabeler.build(corpus, ModelConfig(**SMALL), DataConfig(), seed=1)
+    config = TrainConfig(max_epoch=3, batch_size=8, learning_rate=0.01, early_stop=False, lr_schedule="linear", seed=1)
+    first = {k: v.clone() for k, v in labeler.model.state_dict().items()}
+    result = labeler.fit(corpus, None, config)
+    assert len(result.history) == 3 and result.best_epoch == 3
+    assert any(not torch_equal(first[k], v) for k, v in labeler.model.state_dict().items())
+
+
+def torch_equal(a, b) -> bool:
+    return bool((a == b).all())
+
+
+@pytest.mark.parametrize("field, value", [("lr_schedule", "cosine"), ("steps_without_validation", -1)])
+def test_bad_schedule_settings_are_refused(field: str, value: object) -> None:
+    from textorch.errors import ConfigError
+    with pytest.raises(ConfigError, match=field.replace("_", "[-_]") if field != "lr_schedule" else "lr-schedule"):
+        TrainConfig(**{field: value})

@@ -63,6 +63,10 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
                         help="validation data smaller than this joins the training data, which then trains for --max-epoch epochs without early stopping (default: 0, off)")
     parser.add_argument("--min-steps-per-epoch", type=int, default=d["min_steps_per_epoch"], metavar="N",
                         help="lower the batch size where needed so that an epoch has at least N steps (default: 0, off)")
+    parser.add_argument("--steps-without-validation", type=int, default=d["steps_without_validation"], metavar="N",
+                        help="without validation data, train for about N optimizer steps (whole epochs, at most --max-epoch) (default: 0, --max-epoch epochs)")
+    parser.add_argument("--lr-schedule", default=d["lr_schedule"], choices=["constant", "linear"],
+                        help="constant, or linear: the learning rate falls to zero over the run, for runs without validation whose last epoch is the model (default: constant)")
     parser.add_argument("--bucket-batches", type=int, default=d["bucket_batches"], help=f"batches per length bucket: more is faster, fewer gives more random batches (default: {d['bucket_batches']})")
     parser.add_argument("--dropout", type=float, default=ModelConfig.dropout, help=f"dropout (default: {ModelConfig.dropout})")
     parser.add_argument("--seed", type=int, default=d["seed"], help=f"random seed for splits, initialisation and batches (default: {d['seed']})")
@@ -105,7 +109,8 @@ def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfi
         batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch,
         patience=args.patience, early_stop=args.early_stop, clip_grad=args.clip_grad, lr_decay=args.lr_decay, lr_decay_patience=args.lr_decay_patience,
         bucket_batches=args.bucket_batches, min_validation_sequences=args.min_validation_sequences,
-        min_steps_per_epoch=args.min_steps_per_epoch,
+        min_steps_per_epoch=args.min_steps_per_epoch, steps_without_validation=args.steps_without_validation,
+        lr_schedule=args.lr_schedule,
         max_sequence_length=args.max_sequence_length, seed=args.seed,
         grad_accum=args.grad_accum, precision=args.precision,
         transformer_learning_rate=args.transformer_learning_rate, warmup_fraction=args.warmup_fraction,

@@ -62,6 +62,8 @@ class AppDefaults:
     lr_decay: float | None = None
     min_validation_sequences: int = 0
     min_steps_per_epoch: int = 0
+    steps_without_validation: int = 0
+    lr_schedule: str = "constant"
 
 
 # (max sequence length, batch size) per GROBID model, recurrent and transformer architectures,
@@ -214,7 +216,8 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
               "bucket_batches": defaults.bucket_batches if defaults.bucket_batches is not None else TrainConfig.bucket_batches,
               "lr_decay": defaults.lr_decay if defaults.lr_decay is not None else TrainConfig.lr_decay,
               "min_validation_sequences": defaults.min_validation_sequences,
-              "min_steps_per_epoch": defaults.min_steps_per_epoch}
+              "min_steps_per_epoch": defaults.min_steps_per_epoch,
+              "steps_without_validation": defaults.steps_without_validation, "lr_schedule": defaults.lr_schedule}
     return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
 
 

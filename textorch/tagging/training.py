@@ -84,17 +84,26 @@ def split_for_training(
 
 def fitted_to_data(train_config: TrainConfig, n_train: int, has_valid: bool) -> TrainConfig:
     """``train_config`` for ``n_train`` training sequences: no early stopping without validation
-    data (``has_valid`` False: a share too small to be held out; n folds validate on their own), and a batch size that gives at least
-    ``min_steps_per_epoch`` steps."""
+    data (``has_valid`` False: a share too small to be held out; n folds validate on their own),
+    a batch size that gives at least ``min_steps_per_epoch`` steps, and, without validation, the
+    epochs that make about ``steps_without_validation`` steps."""
     changes: dict[str, object] = {}
     if not has_valid and train_config.early_stop:
         changes["early_stop"] = False
+    batch = train_config.batch_size
     if train_config.min_steps_per_epoch:
-        batch = max(1, min(train_config.batch_size, n_train // train_config.min_steps_per_epoch))
+        batch = max(1, min(batch, n_train // train_config.min_steps_per_epoch))
         if batch != train_config.batch_size:
             logger.info("batch size %d for %d training sequences (at least %d steps an epoch)", batch, n_train,
                         train_config.min_steps_per_epoch)
             changes["batch_size"] = batch
+    if not has_valid and train_config.steps_without_validation:
+        steps_per_epoch = max(1, -(-n_train // batch))
+        epochs = max(1, min(train_config.max_epoch, round(train_config.steps_without_validation / steps_per_epoch)))
+        if epochs != train_config.max_epoch:
+            logger.info("%d epochs of %d steps for %d training sequences without validation (about %d steps)",
+                        epochs, steps_per_epoch, n_train, train_config.steps_without_validation)
+            changes["max_epoch"] = epochs
     return replace(train_config, **changes) if changes else train_config
 
 

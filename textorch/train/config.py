@@ -9,6 +9,7 @@ from textorch.errors import ConfigError
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+LR_SCHEDULES = ("constant", "linear")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,15 @@ class TrainConfig:
     """A share held out for early stopping must hold at least this many sequences; with less
     data, too few to tell epochs apart, the run trains on every sequence for ``max_epoch``
     epochs instead (0: always hold the share out)."""
+    steps_without_validation: int = 0
+    """A run with no validation data (none given, or a share too small to hold out) trains for
+    about this many optimizer steps, in whole epochs and at most ``max_epoch``: with nothing to
+    stop it, a fixed count of epochs would cost ten times more on ten times the data for no
+    gain, and a few dozen sequences need many epochs (0: ``max_epoch`` epochs)."""
+    lr_schedule: str = "constant"
+    """``constant``, or ``linear``: the rate falls linearly to zero over the run. Meant for runs
+    without validation, where the last epoch is the model: a falling rate lets it settle
+    instead of keeping the last steps' noise. Not for the BERT family, which has its own."""
     min_steps_per_epoch: int = 0
     """The batch size is lowered, where needed, so that an epoch over the training data has at
     least this many steps: a few dozen sequences in batches of 20 give an epoch of 3 steps
@@ -81,6 +91,10 @@ class TrainConfig:
             raise ConfigError(f"--max-sequence-length must be >= 0, got {self.max_sequence_length}")
         if self.min_validation_sequences < 0 or self.min_steps_per_epoch < 0:
             raise ConfigError("min_validation_sequences and min_steps_per_epoch must be >= 0 (0: off)")
+        if self.steps_without_validation < 0:
+            raise ConfigError(f"steps_without_validation must be >= 0 (0: off), got {self.steps_without_validation}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"unknown --lr-schedule {self.lr_schedule!r}; choose one of: {', '.join(LR_SCHEDULES)}")
         if not 0.0 < self.valid_fraction < 1.0:
             raise ConfigError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
         if self.transformer_learning_rate <= 0:

@@ -14,6 +14,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -45,8 +46,22 @@ OptimizerFactory = Callable[[nn.Module, TrainConfig, int], "tuple[torch.optim.Op
 """``(model, config, total_steps) -> (optimizer, scheduler or None)``; the scheduler steps per batch."""
 
 
-def adam(model: nn.Module, config: TrainConfig, total_steps: int) -> tuple[torch.optim.Optimizer, None]:
-    """DeLFT's choice for the recurrent architectures: plain Adam, constant learning rate."""
+def adam(model: nn.Module, config: TrainConfig, total_steps: int) -> tuple[torch.optim.Optimizer, object | None]:
+    """DeLFT's choice for the recurrent architectures: plain Adam, at a constant learning rate
+    unless ``config.lr_schedule`` asks for a linear fall to zero over ``total_steps``."""
+    optimizer = _adam_optimizer(model, config)
+    if config.lr_schedule == "linear":
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, partial(_linear_fall, total_steps=total_steps))
+    return optimizer, None
+
+
+def _linear_fall(step: int, total_steps: int) -> float:
+    """The rate's factor after ``step`` of ``total_steps`` steps: 1 at the start, 0 at the end."""
+    return max(0.0, 1.0 - step / max(total_steps, 1))
+
+
+def _adam_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """Adam over the trainable parameters, with the fastest update kernel they allow."""
     params = [p for p in model.parameters() if p.requires_grad]
     # The fused kernel updates every tensor in one pass, where foreach runs one kernel per
     # operation over the list and the default one per tensor: for these models' many small
@@ -55,8 +70,8 @@ def adam(model: nn.Module, config: TrainConfig, total_steps: int) -> tuple[torch
     fused = all(p.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
                 and p.device.type in ("cpu", "cuda") for p in params)
     if fused:
-        return torch.optim.Adam(params, lr=config.learning_rate, fused=True), None
-    return torch.optim.Adam(params, lr=config.learning_rate, foreach=True), None
+        return torch.optim.Adam(params, lr=config.learning_rate, fused=True)
+    return torch.optim.Adam(params, lr=config.learning_rate, foreach=True)
 
 
 class Callback(Protocol):
