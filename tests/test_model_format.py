@@ -182,7 +182,7 @@ class _Stop(Exception):
 def test_the_output_is_checked_once_per_training_call(door: str, tiny_grobid: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Every door (files or corpora, either task) probes the output once, before training."""
-    import textorch.classification.training as cls_training
+    import textorch.classification.training_path as cls_training
     import textorch.tagging.training_path as seq_training
     from textorch.classification.classifier import ClsDataConfig, TextClassifier
     from textorch.classification.classify_files import read_labelled as read_texts
