@@ -34,7 +34,7 @@ from runner_common import add_calls_command, grobid_call_rows, read_calls
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
-from textorch.tagging.training import fitted_to_data, split_for_training  # noqa: E402
+from textorch.tagging.training_path import fitted_to_data, split_for_training  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 

@@ -23,7 +23,6 @@ from textorch.data.writers import write_conll, write_grobid
 from textorch.errors import DataError
 from textorch.runtime.progress import TaggingProgress
 from textorch.tagging.answer import tagging_document
-from textorch.tagging.api import tagging_answer
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.tag_files import read_for_tagging
 
@@ -200,7 +199,7 @@ def test_grobid_tag_streams_the_answer_of_the_whole_file(models: dict[str, Path]
                  "--device", "cpu", *SMALL]) == 0
     labeler = SequenceLabeler.load(models["grobid"], device="cpu")
     sequences = read_for_tagging(str(path), "grobid", labeler).sequences
-    document = tagging_answer(models["grobid"].name, sequences, labeler.predict(sequences), 0.0, True, "grobid")
+    document = tagging_document(models["grobid"].name, sequences, labeler.predict(sequences), 0.0, labels_as="grobid")
     whole = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     assert _without_volatile(out.read_text(encoding="utf-8")) == _without_volatile(whole)
 

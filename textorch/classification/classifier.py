@@ -9,54 +9,53 @@ probabilities, as DeLFT does).
 Evaluation is count-based (:class:`~textorch.eval.cls_metrics.ClassCounts`): each process
 scores its share of the inference batches and the counts are summed with one all-reduce, so
 a multi-process evaluation gives the single-process numbers.
+
+The class is whole here; what it uses lives in the modules below it, none of which imports it:
+the networks (:mod:`~textorch.classification.network`), the model directory
+(:mod:`~textorch.classification.model_files`), the training path
+(:mod:`~textorch.classification.training_path`, given the class) and the answer
+(:func:`~textorch.classification.classify_files.texts_document`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from textorch.train.config import TrainConfig
+from textorch.train.config import TrainConfig, sort_options
 from textorch.data.cls_batching import EncodedTexts, PieceEncoder, WordEncoder
 from textorch.data.cls_readers import ClsCorpus
 from textorch.data.splits import stratified_folds
-from textorch.data.vocab import Vocabulary
-from textorch.data.word_table import WordTable
 from textorch.errors import ConfigError, DataError
 from textorch.eval.cls_metrics import ClassCounts
 from textorch.models.inference_batches import group_costs, inference_batches
 from textorch.models.costs import batch_precision
 from textorch.runtime.precision import inference_autocast
-from textorch.classification.api import ClassifierAPI
-from textorch.classification.config import ClsDataConfig, ClsModelConfig, saved_configs
+from textorch.classification.classify_files import texts_document
+from textorch.classification.config import TASK, TRANSFORMER_BUILDER, ClsDataConfig, ClsModelConfig
+from textorch.classification.model_files import read_classifier_dir, write_classifier_dir
+from textorch.classification.network import new_members
 from textorch.classification.prediction import ClsPrediction
-from textorch.model_dir import load_checked, load_weights, save_model_dir
-from textorch.models.classifiers import (
-    CLS_BUILDERS,
-    ClassifierEnsemble,
-    build_text_classifier_v1,
-    build_transformer_classifier_v1,
-    get_cls_architecture,
-)
+from textorch.classification.training_path import train_given
+from textorch.models.classifiers import ClassifierEnsemble, get_cls_architecture
 from textorch.train.checkpoint import Checkpointer
-from textorch.train.dist import DistContext
+from textorch.train.dist import DistContext, resolve_device
 from textorch.train.cls_objective import ClassificationObjective, resolve_class_weights, transformer_optimizer
 from textorch.train.dist_eval import my_batches, predict_in_parallel, reduce_counts
 from textorch.train.fold_spread import fold_exchange
-from textorch.train.history import RunRecord, TrainingHistory, history_files
+from textorch.train.history import RunRecord, TrainingHistory
 from textorch.train.tensorboard import tensorboard_callbacks
 from textorch.train.trainer import Trainer, TrainingResult, adam
 
 logger = logging.getLogger(__name__)
-
-TASK = "text_classification"
-TRANSFORMER_BUILDER = "transformer_classifier.v1"
 
 
 @dataclass
@@ -70,7 +69,7 @@ class FoldReport:
     valid_scores: dict | None = None
 
 
-class TextClassifier(ClassifierAPI):
+class TextClassifier:
     """Classes, text encoder and an ensemble of networks; see the module docstring."""
 
     task = TASK
@@ -110,32 +109,46 @@ class TextClassifier(ClassifierAPI):
         classes = train.label_set()
         if len(classes) < (1 if train.multi_label else 2):
             raise DataError(train.path, None, f"single-label training needs at least 2 classes, found {classes}")
-        arch = get_cls_architecture(model_config.architecture)
-        members, parts = [], None
-        if arch.builder == TRANSFORMER_BUILDER:
-            from textorch.models.transformer_source import open_pretrained
-
-            if not model_config.transformer:
-                raise ConfigError("--architecture bert needs --transformer DIR (a local Hugging Face model directory)")
-            for i in range(model_config.fold_count):
-                torch.manual_seed(seed + i)
-                parts, encoder = open_pretrained(model_config.transformer)
-                members.append(build_transformer_classifier_v1(encoder, len(classes), model_config.dropout))
-            text_encoder: WordEncoder | PieceEncoder = PieceEncoder(parts.tokenizer, min(model_config.max_length, parts.window))
-        else:
-            if model_config.transformer:
-                raise ConfigError(f"--transformer is for the bert architecture, not {arch.name!r}")
-            if embeddings is not None:
-                text_encoder = WordEncoder(model_config.max_length, word_table=WordTable(embeddings))
-            else:
-                text_encoder = WordEncoder(model_config.max_length, vocab=WordEncoder.fit_vocab([e.text for e in train.examples], model_config.max_length))
-            for i in range(model_config.fold_count):
-                torch.manual_seed(seed + i)
-                members.append(_recurrent_member(model_config, len(classes), text_encoder.vocab, embeddings))
+        members, text_encoder, parts = new_members(train, model_config, len(classes), embeddings, seed)
         network = ClassifierEnsemble(members, train.multi_label)
         return cls(model_config, data_config, classes, train.multi_label, network, text_encoder, embeddings, parts, device)
 
     # ----------------------------------------------------------------- training
+    @classmethod
+    def train(
+        cls,
+        train: str | Path | ClsCorpus,
+        valid: str | Path | ClsCorpus | None = None,
+        architecture: str | None = None,
+        embeddings: str = ClsDataConfig.embeddings,
+        output: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        cache_dir: str | None = None,
+        **options: Any,
+    ) -> "TextClassifier":
+        """Train a classifier (an ensemble with ``fold_count=N``), as ``textorch cls train`` does.
+
+        Args:
+            train: labelled CSV/TSV/JSONL file (or a shared corpus), or a :class:`ClsCorpus` already read.
+            valid: validation data for early stopping; None holds out ``valid_fraction`` of
+                ``train`` (stratified, seeded), as the CLI does.
+            architecture: a name from ``textorch cls architectures``; None: ``bert`` with a
+                ``transformer`` option, else the default.
+            embeddings: registry name or path of word vectors, or ``"none"``.
+            output: model directory to write.
+            **options: any field of ``ClsModelConfig``, ``TrainConfig`` or ``ClsDataConfig``.
+
+        Returns:
+            The trained classifier; ``fold_reports`` holds each member's training.
+        """
+        if architecture is None:
+            architecture = "bert" if options.get("transformer") else ClsModelConfig.architecture
+        configs = sort_options({**options, "architecture": architecture, "embeddings": embeddings},
+                               (ClsModelConfig, TrainConfig, ClsDataConfig))
+        device = str(resolve_device(device, DistContext()))
+        return train_given(cls, train, valid, configs, output, device, cache_dir).classifier  # type: ignore[arg-type, return-value]
+
     def fit(self, train: ClsCorpus, valid: ClsCorpus | None, train_config: TrainConfig, ctx: DistContext | None = None,
             checkpoints: Callable[[int | None], Checkpointer] | None = None, spread: bool = False) -> list[FoldReport]:
         """Train every member in place (member i on all folds but fold i when ``fold_count > 1``).
@@ -322,29 +335,22 @@ class TextClassifier(ClassifierAPI):
             out.append(ClsPrediction(labels, {c: float(p) for c, p in zip(self.classes, row)}))
         return out
 
+    def classify(self, texts: Sequence[str], batch_size: int = 64, model_name: str | None = None) -> dict:
+        """Class scores of each text, in the JSON structure of ``cls classify`` and ``POST /classify``:
+        ``{"software", "version", "model", "date", "runtime", "classes", "multi_label",
+        "classifications": [{"text", "scores", "labels"}]}``."""
+        if isinstance(texts, (str, bytes)) or not all(isinstance(text, str) for text in texts):
+            raise DataError("texts", None, "expected a list of strings")
+        started = time.perf_counter()
+        predictions = self.predict(list(texts), batch_size)
+        runtime = time.perf_counter() - started
+        return texts_document(model_name or self.model_config.architecture, self, list(texts), predictions, runtime)
+
     # ----------------------------------------------------------------- persistence
     def save(self, directory: str | Path, training_run: dict | None = None) -> Path:
         """Write the model directory atomically; ``training_run`` (see :mod:`textorch.train.resume`)
         lets ``--resume`` recognise a finished run."""
-        arch = get_cls_architecture(self.model_config.architecture)
-        config = {
-            "task": TASK,
-            "builder": arch.builder,
-            "model": asdict(self.model_config),
-            "data": asdict(self.data_config),
-            "multi_label": self.multi_label,
-            "thresholds": self.thresholds.tolist(),
-            "member_thresholds": self.member_thresholds.tolist(),
-            "embeddings": self.embeddings.describe() if self.embeddings is not None else None,
-            "transformer": self.transformer_parts.describe() if self.transformer_parts is not None else None,
-        }
-        vocab = self.text_encoder.vocab if isinstance(self.text_encoder, WordEncoder) else None
-        words = {"classes": self.classes, "words": vocab.to_json() if vocab is not None else None}
-        extra = self.transformer_parts.files() if self.transformer_parts is not None else None
-        extra = {**(extra or {}), **history_files(self.history)}
-        if training_run is not None:
-            config["training_run"] = training_run
-        return save_model_dir(directory, config, words, self.network.state_dict(), extra)
+        return write_classifier_dir(directory, self, training_run)
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device | str = "cpu", embeddings: object | None = None,
@@ -352,42 +358,13 @@ class TextClassifier(ClassifierAPI):
         """Rebuild from ``config.json`` with the builder it names, then load the weights.
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
-        from textorch.embeddings.for_models import reopen_saved
         from textorch.onnx.engine import check_engine, use_engine
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
-        saved = load_checked(directory, TASK, CLS_BUILDERS)
-        config, vocab_json = saved.config, saved.vocab
-        model_config, data_config = saved_configs(config)
-        classes, multi = list(vocab_json["classes"]), bool(config["multi_label"])
-        embeddings, parts = reopen_saved(config.get("embeddings"), embeddings, cache_dir), None
-        if saved.builder == TRANSFORMER_BUILDER:
-            from textorch.models.transformer_source import load_saved
-
-            members = []
-            for _ in range(model_config.fold_count):
-                parts, encoder = load_saved(directory)
-                members.append(build_transformer_classifier_v1(encoder, len(classes), model_config.dropout))
-            text_encoder: WordEncoder | PieceEncoder = PieceEncoder(parts.tokenizer, min(model_config.max_length, parts.window))
-        else:
-            vocab = Vocabulary.from_json(vocab_json["words"]) if vocab_json.get("words") else None
-            text_encoder = WordEncoder(model_config.max_length, vocab=vocab, word_table=None if vocab else WordTable(embeddings))
-            members = [_recurrent_member(model_config, len(classes), vocab, embeddings) for _ in range(model_config.fold_count)]
-        network = ClassifierEnsemble(members, multi)
-        load_weights(network, saved.state, directory)
-        classifier = cls(model_config, data_config, classes, multi, network, text_encoder, embeddings, parts, device)
-        classifier.thresholds = np.asarray(config["thresholds"], dtype=np.float64)
-        classifier.member_thresholds = np.asarray(config["member_thresholds"], dtype=np.float64)
+        saved = read_classifier_dir(directory, embeddings, cache_dir)
+        classifier = cls(saved.model_config, saved.data_config, saved.classes, saved.multi_label, saved.network,
+                         saved.text_encoder, saved.embeddings, saved.transformer_parts, device)
+        classifier.thresholds, classifier.member_thresholds = saved.thresholds, saved.member_thresholds
         use_engine(classifier, directory, engine)
         return classifier
-
-
-def _recurrent_member(model_config: ClsModelConfig, n_classes: int, vocab: Vocabulary | None, embeddings: object | None) -> nn.Module:
-    """One network of the recurrent/convolutional family: the same call at training and at loading."""
-    return build_text_classifier_v1(
-        model_config.architecture, n_classes,
-        word_dim=embeddings.dim if embeddings is not None else model_config.word_dim,
-        vocab_size=len(vocab) if vocab is not None else 0,
-        hidden=model_config.hidden, dense_size=model_config.dense_size, dropout=model_config.dropout,
-    )
 

@@ -13,6 +13,11 @@ from textorch.errors import ConfigError
 from textorch.models.classifiers import get_cls_architecture
 from textorch.train.config import from_dict
 
+TASK = "text_classification"
+"""The ``task`` a classifier's model directory names."""
+TRANSFORMER_BUILDER = "transformer_classifier.v1"
+"""The builder of the ``bert`` architecture, whose members share a pre-trained encoder's layout."""
+
 
 @dataclass(frozen=True)
 class ClsModelConfig:

@@ -19,7 +19,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from textorch import __version__
-from textorch.tagging.api import tagging_answer, to_sequences
+from textorch.tagging.answer import tagging_document
+from textorch.tagging.inputs import to_sequences
 from textorch.data.corpus import TokenSequence
 from textorch.errors import TextorchError
 from textorch.tagging.prediction import Prediction
@@ -152,7 +153,8 @@ def create_app(models: dict[str, ServedModel], config: ServerConfig | None = Non
         )
         predictions = await batchers[name].submit(sequences)
         runtime = time.perf_counter() - started
-        return EchoJSONResponse(tagging_answer(name, sequences, predictions, runtime, pretokenised, labeler.input_format))
+        labels_as = labeler.input_format if pretokenised else None
+        return EchoJSONResponse(tagging_document(name, sequences, predictions, runtime, labels_as))
 
     @app.post("/models/{name}/classify", response_model=ClassifyResponse, responses=_ERRORS)
     async def classify(name: str, body: ClassifyRequest) -> JSONResponse:

@@ -1,6 +1,6 @@
 """Request and response bodies; they also make the OpenAPI schema at ``/openapi.json``.
 
-Answers are built as plain dicts by the same code as the Python API (``textorch.tagging.api``) and sent
+Answers are built as plain dicts by the same code as the Python API (``textorch.tagging.answer``) and sent
 as they are; the response models here document them without re-validating every answer.
 """
 

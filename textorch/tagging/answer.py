@@ -40,10 +40,16 @@ def _ordered(entity: dict) -> dict:
 
 
 def tagging_document(
-    model_name: str, sequences: list[TokenSequence], predictions: list[Prediction], runtime_s: float
+    model_name: str, sequences: list[TokenSequence], predictions: list[Prediction], runtime_s: float,
+    labels_as: str | None = None,
 ) -> dict:
-    """The whole JSON answer: software, model, date, runtime and one record per text."""
-    return {**answer_header(model_name, runtime_s), "texts": [text_record(s, p) for s, p in zip(sequences, predictions)]}
+    """The whole JSON answer: software, model, date, runtime and one record per text.
+
+    The one answer of every door (``SequenceLabeler.tag``, the server, the DeLFT facade, the
+    demo). ``labels_as``: the model's input format when the texts came as token lists, whose
+    records then carry their per-token labels (see :func:`text_record`); None for raw texts."""
+    return {**answer_header(model_name, runtime_s),
+            "texts": [text_record(s, p, labels_as) for s, p in zip(sequences, predictions)]}
 
 
 def text_record(sequence: TokenSequence, prediction: Prediction, labels_as: str | None = None) -> dict:

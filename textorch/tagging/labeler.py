@@ -2,47 +2,50 @@
 
 The commands, the HTTP server, the GROBID/NER presets and n-fold training are thin adapters
 over this class: every prediction is :meth:`SequenceLabeler.predict`, every training run
-:func:`textorch.tagging.training.train_corpora` (which ``SequenceLabeler.train`` calls too).
+:func:`textorch.tagging.training_path.train_corpora` (which ``SequenceLabeler.train`` calls too).
+The class is whole here; what it uses lives in the modules below it, none of which imports it:
+reading input (:mod:`~textorch.tagging.inputs`), the answer (:mod:`~textorch.tagging.answer`),
+the training path (:mod:`~textorch.tagging.training_path`, given the class), the model directory
+(:mod:`~textorch.tagging.model_files`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
+from typing import Any, Sequence
 
 import torch
 
-from textorch.tagging.api import LabelerAPI, read_evaluation_corpus
-from textorch.tagging.config import TASK, DataConfig, ModelConfig, TrainConfig, saved_configs
+from textorch.tagging.answer import tagging_document
+from textorch.tagging.config import TASK, DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.inputs import Token, read_evaluation_corpus, to_sequences
+from textorch.tagging.training_path import train_given
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import SequenceEncoder
-from textorch.data.features import parse_columns, select_feature_columns
 from textorch.data.splits import cut_long_sequences
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
-from textorch.errors import ConfigError
-from textorch.eval.metrics import EntityCounts, entity_labels
+from textorch.eval.metrics import EntityCounts
 from textorch.models.inference_batches import group_costs, inference_batches
 from textorch.models.costs import batch_precision
 from textorch.runtime.precision import inference_autocast
-from textorch.models.crf import CRF
-from textorch.models.crf_compiled import preload as preload_compiled_crf
-from textorch.models.embedders import rows_encoder
 from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.weight_state import one_check_per_call
-from textorch.models.architectures import BUILDERS, get_architecture
-from textorch.models.transformer_source import TransformerParts, load_saved
-from textorch.model_dir import load_checked, load_weights
+from textorch.models.transformer_source import TransformerParts
+from textorch.tagging.decoding import ModelRoutes, decode_batches, runner_for
 from textorch.tagging.encoded import EncodedData
-from textorch.tagging.model_files import write_tagger_dir
+from textorch.tagging.model_files import read_tagger_dir, write_tagger_dir
 from textorch.tagging.prediction import Prediction
+from textorch.tagging.scoring import count_predicted, summed_counts
 from textorch.tagging.word_table_calls import WordTableCalls
-from textorch.tagging.network import build_network, open_transformer
-from textorch.tagging.template_choice import load_table, store_table, templates_for
+from textorch.tagging.network import new_network, preload_crf_decoder
 from textorch.train.checkpoint import Checkpointer
-from textorch.train.dist import DistContext
-from textorch.train.dist_eval import agreed_labels, gather_in_order, my_batches, place, reduce_counts
+from textorch.train.config import sort_options
+from textorch.train.dist import DistContext, resolve_device
+from textorch.train.dist_eval import gather_in_order, my_batches, place
 from textorch.train.optim import adamw_warmup_linear
 from textorch.train.history import TrainingHistory
 from textorch.train.tensorboard import tensorboard_callbacks
@@ -51,7 +54,7 @@ from textorch.train.trainer import Trainer, TrainingResult, adam
 logger = logging.getLogger(__name__)
 
 
-class SequenceLabeler(LabelerAPI):
+class SequenceLabeler:
     """A trained tagger: vocabularies, network and the word vectors it was trained with."""
 
     task = TASK
@@ -97,9 +100,8 @@ class SequenceLabeler(LabelerAPI):
         self.one_sequence_route = True
         """Tag a call of one sequence through :class:`OneSequenceTagger` where it serves the model
         (the batch route's results, without a batch); False: always the batch route."""
-        self._routes: tuple[torch.nn.Module, torch.nn.Module | None, OneSequenceTagger | None] | None = None
-        """``(model, its character encoder, its one-sequence route)``, found once per model object
-        (``self.model`` may be replaced): a module walk costs more than a one-sequence call can spare."""
+        self._routes = ModelRoutes()
+        """The model's character encoder and one-sequence route, found once per model object."""
         self._calls = WordTableCalls()
         """Tagging calls in flight: the word table is bounded only while none holds row ids into it."""
 
@@ -115,22 +117,51 @@ class SequenceLabeler(LabelerAPI):
         seed: int = 42,
     ) -> "SequenceLabeler":
         """Fit vocabularies on ``train`` and create an untrained network for them."""
-        architecture = get_architecture(model_config.architecture)
-        if architecture.features and train.n_features and data_config.feature_columns:
-            columns = parse_columns(data_config.feature_columns, train.n_features)
-        elif architecture.features:
-            columns = select_feature_columns(train.sequences, train.n_features, data_config.feature_vocabulary_size)
-        else:
-            columns = []
-        encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length,
-                                      templates_for(train, model_config))
-        torch.manual_seed(seed)
-        transformer, pretrained = open_transformer(model_config, architecture, embeddings)
-        model = build_network(model_config, encoder, embeddings.dim if embeddings is not None else 0, transformer, pretrained)
-        store_table(encoder, model)
+        encoder, model, transformer = new_network(train, model_config, data_config, embeddings, seed)
         return cls(
             encoder, model, model_config, data_config, embeddings, train.format, train.n_features, device, transformer
         )
+
+    @classmethod
+    def train(
+        cls,
+        train: str | Path | Corpus,
+        valid: str | Path | Corpus | None = None,
+        architecture: str = ModelConfig.architecture,
+        embeddings: str = DataConfig.embeddings,
+        output: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        cache_dir: str | None = None,
+        **options: Any,
+    ) -> "SequenceLabeler":
+        """Train a tagger, as ``textorch seq train`` does; save it when ``output`` is given.
+
+        Args:
+            train: labelled CoNLL or GROBID file (read and checked as ``seq train`` does), or a
+                :class:`Corpus` already read. Either way the run is
+                :func:`textorch.tagging.training_path.train_corpora`, the path of every command.
+            valid: validation data for early stopping; None holds out ``valid_fraction`` of
+                ``train`` (seeded), as the CLI does.
+            architecture: a name from ``textorch seq architectures``.
+            embeddings: registry name or path of word vectors, or ``"none"``.
+            output: model directory to write (must not hold another model).
+            device: ``cpu``, ``cuda`` or ``auto``.
+            cache_dir: textorch's cache root (default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch).
+            **options: any field of ``ModelConfig``, ``TrainConfig`` or ``DataConfig``
+                (``max_epoch=10``, ``batch_size=16``, ``word_hidden=50``, ``seed=1``...).
+
+        Returns:
+            The trained labeler, its ``training_result`` holding the per-epoch history.
+
+        Raises:
+            ConfigError: an unknown option or an invalid value.
+            DataError: a problem in a data file, located at ``path:line``.
+        """
+        configs = sort_options({**options, "architecture": architecture, "embeddings": embeddings},
+                               (ModelConfig, TrainConfig, DataConfig))
+        device = resolve_device(device, DistContext())
+        return train_given(cls, train, valid, configs, output, device, cache_dir).labeler  # type: ignore[arg-type, return-value]
 
     def fit(
         self,
@@ -198,7 +229,7 @@ class SequenceLabeler(LabelerAPI):
         lengths = data.lengths()
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
         label_items = self.encoder.labels.items
-        runner = self._runner_for(sum(lengths))
+        runner = runner_for(self.runner, sum(lengths))
         if runner is None and len(lengths) == 1 and ctx.world_size == 1:
             single = self._tag_one_sequence(data, with_scores)
             if single is not None:
@@ -215,23 +246,8 @@ class SequenceLabeler(LabelerAPI):
         if runner is None and mine:
             with inference_autocast(batch_precision(precision, len(nonempty)), self.device):
                 token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
-        on_cpu = self.device.type == "cpu"  # batches are built there: no copy to make
-        for indices in mine:
-            # An ONNX runner reads char_ids itself: no distinct-token rows to prepare for it.
-            batch = data.batch(indices, token_vectors, char_rows=runner is None)
-            if not on_cpu:
-                batch = batch.to(self.device)
-            with inference_autocast(batch_precision(precision, len(indices)), self.device):
-                paths, scores = (runner or self.model).decode(batch, with_scores=with_scores)
-            # Whole-batch lists, then slices: row-by-row NumPy conversions cost twice as much.
-            path_rows = (paths.cpu().numpy() if isinstance(paths, torch.Tensor) else paths).tolist()
-            score_rows = None
-            if with_scores:
-                score_rows = (scores.float().cpu().numpy() if isinstance(scores, torch.Tensor) else scores).tolist()
-            for row, index in enumerate(indices):
-                n = lengths[index]
-                row_scores = None if score_rows is None else score_rows[row][:n]
-                local.append((index, Prediction([label_items[k] for k in path_rows[row][:n]], row_scores)))
+        local += decode_batches(runner or self.model, data, mine, token_vectors, precision, self.device, label_items,
+                                with_scores, char_rows=runner is None)
         if gather and ctx.world_size > 1:
             return gather_in_order(local, len(lengths), ctx)
         return place(local, len(lengths))
@@ -241,17 +257,7 @@ class SequenceLabeler(LabelerAPI):
         would use it much: a BiLSTM-CRF family tagger on the CPU (on a GPU the CRF decodes
         there). For a long-lived process (a server) before its first call; otherwise the first
         tagging call loads it."""
-        if self.device.type != "cpu" or self.transformer is not None:
-            return False
-        if not any(isinstance(m, CRF) for m in self.model.modules()):
-            return False
-        return preload_compiled_crf()
-
-    def _runner_for(self, n_tokens: int):
-        """What runs the network for a call of ``n_tokens`` tokens: ``self.runner``, or under
-        ``--engine auto`` (:class:`textorch.onnx.engine.AutoRunner`) its choice; None: PyTorch."""
-        choose = getattr(self.runner, "runner_for", None)
-        return choose(n_tokens) if choose is not None else self.runner
+        return preload_crf_decoder(self.model, self.device, self.transformer is not None)
 
     def _tag_one_sequence(self, data: EncodedData, with_scores: bool) -> Prediction | None:
         """The prediction for a call of one sequence through its :class:`OneSequenceTagger`, or
@@ -270,11 +276,7 @@ class SequenceLabeler(LabelerAPI):
 
     def _model_routes(self) -> tuple[torch.nn.Module | None, OneSequenceTagger | None]:
         """The model's character encoder and one-sequence route (see ``_routes``)."""
-        routes = self._routes
-        if routes is None or routes[0] is not self.model:
-            encoder = rows_encoder(self.model)
-            routes = self._routes = (self.model, encoder, OneSequenceTagger.of(self.model, encoder))  # one assignment
-        return routes[1], routes[2]
+        return self._routes.of(self.model)
 
     def _char_encoder(self) -> torch.nn.Module | None:
         return self._model_routes()[0]
@@ -291,6 +293,33 @@ class SequenceLabeler(LabelerAPI):
         """
         with self._calls.call(self.word_table):
             return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
+
+    def tag(
+        self,
+        texts: Sequence[str] | Sequence[Sequence[Token]],
+        batch_size: int = 32,
+        model_name: str | None = None,
+    ) -> dict:
+        """Tag raw texts or token sequences; the answer has DeLFT's JSON structure.
+
+        Args:
+            texts: strings (tokenised here, entities get character offsets), or token lists
+                (entities get token offsets), each token a string or ``[token, feature, ...]``
+                with exactly the model's number of feature columns.
+            batch_size: sequences per forward pass.
+            model_name: the ``model`` field of the answer (default: the architecture).
+
+        Returns:
+            ``{"software", "version", "model", "date", "runtime", "texts": [{"text",
+            "entities"[, "labels"]}]}``; token lists also get their per-token ``labels``
+            (GROBID labels for a GROBID model, IOB2 otherwise).
+        """
+        sequences, pretokenised = to_sequences(texts, self.n_features, bool(self.encoder.feature_columns))
+        started = time.perf_counter()
+        predictions = self.predict(sequences, batch_size=batch_size)
+        runtime = time.perf_counter() - started
+        name = model_name or self.model_config.architecture
+        return tagging_document(name, sequences, predictions, runtime, self.input_format if pretokenised else None)
 
     def count_entities(
         self,
@@ -314,22 +343,11 @@ class SequenceLabeler(LabelerAPI):
         streamed evaluation adds these up chunk by chunk and reduces once)."""
         ctx = ctx or DistContext()
         data = data or self.encode(sequences)
-        predictions = self._decode(data, batch_size, ctx, gather=False, with_scores=False)
-        mine = [i for i, p in enumerate(predictions) if p is not None]
-        counts = EntityCounts()
-        gold = [sequences[i].labels or ["O"] * len(sequences[i]) for i in mine]
-        counts.update(gold, [predictions[i].labels for i in mine])  # type: ignore[union-attr]
-        return counts
+        return count_predicted(sequences, self._decode(data, batch_size, ctx, gather=False, with_scores=False))
 
     def reduced_counts(self, counts: EntityCounts, gold_tags: set[str], ctx: DistContext | None = None) -> EntityCounts:
         """Local counts summed over the processes; ``gold_tags``: the tags of the whole gold data."""
-        ctx = ctx or DistContext()
-        if ctx.world_size == 1:
-            return counts
-        # Gold labels of the whole data (held by every process) plus the model's own: the same
-        # layout everywhere, with a slot for labels only some shard or only the gold data has.
-        labels = agreed_labels(entity_labels(self.encoder.labels.items), entity_labels(gold_tags))
-        return reduce_counts(counts, labels, ctx)
+        return summed_counts(counts, self.encoder.labels.items, gold_tags, ctx or DistContext())
 
     def evaluate(self, corpus: Corpus | str | Path, batch_size: int = 64, ctx: DistContext | None = None) -> dict:
         """Entity-level scores (micro and per label) of this model on a labelled corpus or file.
@@ -337,9 +355,6 @@ class SequenceLabeler(LabelerAPI):
         ``batch_size`` is per process; with a multi-process ``ctx`` the scores come from
         counts summed over processes, identical to a single process's."""
         corpus = read_evaluation_corpus(corpus, self.input_format)
-        missing = [s.line for s in corpus.sequences if s.labels is None]
-        if missing:
-            raise ConfigError(f"{corpus.path}: evaluation needs labelled data (no labels at line {missing[0]})")
         return self.count_entities(corpus.sequences, batch_size=batch_size, ctx=ctx).scores()
 
     # ----------------------------------------------------------------- persistence
@@ -360,7 +375,6 @@ class SequenceLabeler(LabelerAPI):
         """Rebuild from ``config.json`` then load the weights; embeddings are re-opened and checked.
         ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
         ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
-        from textorch.embeddings.for_models import reopen_saved
         from textorch.onnx.engine import check_engine, use_engine
 
         check_engine(engine, device)  # a wrong engine is refused before anything is read
@@ -368,18 +382,9 @@ class SequenceLabeler(LabelerAPI):
 
         if is_delft_model_dir(directory):  # a DeLFT model: converted once into the cache
             directory = converted_dir(directory, cache_dir, embeddings)
-        saved = load_checked(directory, TASK, BUILDERS, default_builder="rnn_tagger.v1")
-        model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
-        described = saved.config.get("embeddings")
-        embeddings = reopen_saved(described, embeddings, cache_dir)
-        encoder = SequenceEncoder.from_json(saved.vocab)
-        transformer, shell = None, None
-        if get_architecture(model_config.architecture).uses_transformer:
-            transformer, shell = load_saved(directory, model_config.transformer_window, model_config.transformer_stride)
-        model = build_network(model_config, encoder, int(described["dim"]) if described else 0, transformer, shell)
-        load_weights(model, saved.state, directory)
-        load_table(encoder, model)
-        labeler = cls(encoder, model, model_config, data_config, embeddings, input_format, n_features, device, transformer)
+        parts = read_tagger_dir(directory, embeddings, cache_dir)
+        labeler = cls(parts.encoder, parts.model, parts.model_config, parts.data_config, parts.embeddings,
+                      parts.input_format, parts.n_features, device, parts.transformer)
         use_engine(labeler, directory, engine)
         return labeler
 

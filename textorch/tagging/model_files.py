@@ -1,8 +1,9 @@
-"""A tagger's model directory composed from its parts, in one place for every writer.
+"""A tagger's model directory composed from its parts, in one place for every writer and the reader.
 
 ``SequenceLabeler.save`` writes through here, and so does the DeLFT importer, which builds a
 tagger's parts without the ``SequenceLabeler`` class: ``SequenceLabeler.load`` converts a DeLFT
 directory through the importer, so the importer must not need the class in turn.
+``SequenceLabeler.load`` reads the parts back with :func:`read_tagger_dir`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from textorch.data.encoding import SequenceEncoder
-from textorch.model_dir import save_model_dir
-from textorch.models.transformer_source import TransformerParts
-from textorch.tagging.config import TASK, DataConfig, ModelConfig, to_dict
-from textorch.tagging.network import untied
+from textorch.model_dir import load_checked, load_weights, save_model_dir
+from textorch.models.architectures import BUILDERS, get_architecture
+from textorch.models.transformer_source import TransformerParts, load_saved
+from textorch.tagging.config import TASK, DataConfig, ModelConfig, saved_configs, to_dict
+from textorch.tagging.network import build_network, untied
+from textorch.tagging.template_choice import load_table
 from textorch.train.history import TrainingHistory, history_files
 
 if TYPE_CHECKING:  # annotations only: the labeler writes through this module
@@ -68,3 +71,23 @@ def write_tagger_dir(directory: str | Path, tagger: TaggerParts | SequenceLabele
         extra_files[DELFT_SOURCE_FILE] = json.dumps(source, indent=1, ensure_ascii=False) + "\n"
     state = untied(tagger.model.state_dict())
     return save_model_dir(directory, config, tagger.encoder.to_json(), state, {**extra_files, **history_files(tagger.history)})
+
+
+def read_tagger_dir(directory: str | Path, embeddings: object | None = None,
+                    cache_dir: str | Path | None = None) -> TaggerParts:
+    """A saved tagger's parts: configs, vocabularies, the network with its weights, and its word
+    vectors re-opened and checked (``embeddings``: vectors already open to use instead)."""
+    from textorch.embeddings.for_models import reopen_saved
+
+    saved = load_checked(directory, TASK, BUILDERS, default_builder="rnn_tagger.v1")
+    model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
+    described = saved.config.get("embeddings")
+    embeddings = reopen_saved(described, embeddings, cache_dir)
+    encoder = SequenceEncoder.from_json(saved.vocab)
+    transformer, shell = None, None
+    if get_architecture(model_config.architecture).uses_transformer:
+        transformer, shell = load_saved(directory, model_config.transformer_window, model_config.transformer_stride)
+    model = build_network(model_config, encoder, int(described["dim"]) if described else 0, transformer, shell)
+    load_weights(model, saved.state, directory)
+    load_table(encoder, model)
+    return TaggerParts(encoder, model, model_config, data_config, embeddings, input_format, n_features, transformer)

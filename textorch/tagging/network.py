@@ -1,15 +1,17 @@
 """The network of a sequence labeller, built from its config and fitted vocabularies.
 
-One builder call serves training (:meth:`SequenceLabeler.build`), loading
-(:meth:`SequenceLabeler.load`) and incremental growth (:mod:`textorch.tagging.incremental`), so
-a network made any of these ways has the same layers and loads the same weights.
+One builder call serves training (:meth:`SequenceLabeler.build`, through :func:`new_network`),
+loading (:meth:`SequenceLabeler.load`) and incremental growth (:mod:`textorch.tagging.incremental`),
+so a network made any of these ways has the same layers and loads the same weights.
 """
 
 from __future__ import annotations
 
 import torch
 
+from textorch.data.corpus import Corpus
 from textorch.data.encoding import SequenceEncoder
+from textorch.data.features import parse_columns, select_feature_columns
 from textorch.errors import ConfigError
 from textorch.models.architectures import (
     Architecture,
@@ -17,8 +19,33 @@ from textorch.models.architectures import (
     build_transformer_tagger_v1,
     get_architecture,
 )
+from textorch.models.crf import CRF
+from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.transformer_source import TransformerParts, open_pretrained
-from textorch.tagging.config import ModelConfig
+from textorch.tagging.config import DataConfig, ModelConfig
+from textorch.tagging.template_choice import store_table, templates_for
+
+
+def new_network(
+    train: Corpus, model_config: ModelConfig, data_config: DataConfig, embeddings: object | None, seed: int,
+) -> tuple[SequenceEncoder, torch.nn.Module, TransformerParts | None]:
+    """Vocabularies fitted on ``train`` (feature columns chosen as the config says) and an
+    untrained network for them, initialised from ``seed``; the transformer parts of a BERT model."""
+    architecture = get_architecture(model_config.architecture)
+    if architecture.features and train.n_features and data_config.feature_columns:
+        columns = parse_columns(data_config.feature_columns, train.n_features)
+    elif architecture.features:
+        columns = select_feature_columns(train.sequences, train.n_features, data_config.feature_vocabulary_size)
+    else:
+        columns = []
+    encoder = SequenceEncoder.fit(train.sequences, columns, model_config.max_char_length,
+                                  templates_for(train, model_config))
+    torch.manual_seed(seed)
+    transformer, pretrained = open_transformer(model_config, architecture, embeddings)
+    model = build_network(model_config, encoder, embeddings.dim if embeddings is not None else 0,  # type: ignore[attr-defined]
+                          transformer, pretrained)
+    store_table(encoder, model)
+    return encoder, model, transformer
 
 
 def build_network(
@@ -85,6 +112,16 @@ def open_transformer(
     if embeddings is not None:
         raise ConfigError(f"{architecture.name} does not use word embeddings; leave --embeddings at none")
     return open_pretrained(model_config.transformer, model_config.transformer_window, model_config.transformer_stride)
+
+
+def preload_crf_decoder(model: torch.nn.Module, device: torch.device, has_transformer: bool) -> bool:
+    """Load the compiled CRF decoder now (:mod:`textorch.models.crf_compiled`) if ``model`` would
+    use it much: a BiLSTM-CRF family tagger on the CPU (on a GPU the CRF decodes there)."""
+    if device.type != "cpu" or has_transformer:
+        return False
+    if not any(isinstance(m, CRF) for m in model.modules()):
+        return False
+    return preload_compiled_crf()
 
 
 def untied(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

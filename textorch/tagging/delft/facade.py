@@ -21,6 +21,7 @@ from textorch.data.tags import conll_tag_error
 from textorch.data.tokenize import tokenize
 from textorch.errors import ConfigError, DataError, ModelFormatError, TextorchError
 from textorch.models.architectures import get_architecture
+from textorch.tagging.answer import tagging_document
 from textorch.tagging.delft.options import (
     DelftModelConfig,
     model_config_from,
@@ -119,10 +120,8 @@ class Sequence:
         started = time.perf_counter()
         predictions = self._predict(labeler, sequences, with_scores=output_format == "json")
         if output_format == "json":
-            from textorch.tagging.api import tagging_answer
-
-            return tagging_answer(self.model_config.model_name, sequences, predictions, time.perf_counter() - started,
-                                  pretokenised, labeler.input_format)
+            return tagging_document(self.model_config.model_name, sequences, predictions, time.perf_counter() - started,
+                                    labeler.input_format if pretokenised else None)
         return [[[token, label] for token, label in zip(s.tokens, p.labels)] for s, p in zip(sequences, predictions)]
 
     def _predict(self, labeler: SequenceLabeler, sequences: list[TokenSequence], with_scores: bool) -> list[Prediction]:
