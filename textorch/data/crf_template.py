@@ -40,10 +40,6 @@ class FeatureTemplate:
         return {column for _, column in self.cells}
 
 
-TOKEN_WINDOW = 2
-"""Offsets either side at which a generated template reads the token itself."""
-
-
 def parse_template(text: str, source: str = "<template>") -> list[FeatureTemplate]:
     """The unigram templates of CRF++ template ``text`` (``source`` names it in errors).
 
@@ -95,21 +91,20 @@ def check_columns(templates: list[FeatureTemplate], n_columns: int, source: str)
                                           f"columns 0-{n_columns - 1} (the token and {n_columns - 1} features)")
 
 
-def generated_template(column_values: list[int], wide: int = 32, token_window: int = TOKEN_WINDOW) -> list[FeatureTemplate]:
+def generated_template(column_values: list[int], wide: int = 32) -> list[FeatureTemplate]:
     """A template for data without one, from the number of distinct values of each column.
 
-    Column 0 (the token) is read at offsets ``-token_window..token_window``, and every column
-    with at most ``wide`` values (layout, shape, punctuation flags: the columns whose
-    neighbours carry the signal) at -2..2, with the pairs (-1, 0) and (0, 1); columns with more
-    values (lower case, prefixes, suffixes, lexicon flags of large vocabularies) at -1..1. This
-    is the shape of GROBID's own templates (which read the token at -3..3 or -4..4), chosen
-    from the data rather than from a model's name.
+    Column 0 (the token) and every column with at most ``wide`` values (layout, shape,
+    punctuation flags: the columns whose neighbours carry the signal) are read at offsets -2..2
+    with the pairs (-1, 0) and (0, 1); columns with more values (lower case, prefixes,
+    suffixes, lexicon flags of large vocabularies) at -1..1. This is the shape of GROBID's own
+    templates, chosen from the data rather than from a model's name.
     """
     templates: list[FeatureTemplate] = []
     for column, values in enumerate(column_values):
         narrow = column == 0 or values <= wide
-        reach = token_window if column == 0 else 2 if narrow else 1
-        cells: list[tuple[tuple[int, int], ...]] = [((row, column),) for row in range(-reach, reach + 1)]
+        offsets = (-2, -1, 0, 1, 2) if narrow else (-1, 0, 1)
+        cells: list[tuple[tuple[int, int], ...]] = [((row, column),) for row in offsets]
         if narrow:
             cells += [((-1, column), (0, column)), ((0, column), (1, column))]
         templates += [FeatureTemplate(f"U{column}.{k}", joined, "/".join(["%x"] * len(joined)))
