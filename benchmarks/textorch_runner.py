@@ -115,8 +115,7 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
                                bucket_batches=chosen["bucket_batches"], lr_decay=chosen["lr_decay"],
                                min_validation_sequences=chosen["min_validation_sequences"],
                                min_steps_per_epoch=chosen["min_steps_per_epoch"],
-                               steps_without_validation=chosen["steps_without_validation"],
-                               lr_schedule=chosen["lr_schedule"], precision=args.precision)
+                               steps_without_validation=chosen["steps_without_validation"], precision=args.precision)
     data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
     return presets.with_model_defaults(defaults, model_config), train_config, data_config
 

@@ -83,7 +83,7 @@ def test_command_line_values_win_over_application_defaults() -> None:
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
                       "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5,
                       "min_validation_sequences": 0, "min_steps_per_epoch": 0,
-                      "steps_without_validation": 0, "lr_schedule": "constant"}
+                      "steps_without_validation": 0}
     given = apps.resolve_options(defaults, {"bucket_batches": 10, "lr_decay": 1.0})
     assert (given["bucket_batches"], given["lr_decay"]) == (10, 1.0)
     cnn = apps.ner_defaults("BidLSTM_CNN_CRF")
@@ -158,8 +158,10 @@ def test_grobid_default_on_small_data_of_an_unknown_model_trains_on_every_sequen
     assert main(["grobid", "caption-like", "train-eval", "--input", str(tiny_grobid), "--max-epoch", "2",
                  "--output", str(output)]) == 0
     log = capsys.readouterr().err
-    assert "validation data of 4 sequences is too few to pick an epoch (fewer than 100): training on all 36" in log
+    assert (f"validation data of 4 sequences is too few to pick an epoch (fewer than {apps.MIN_VALIDATION_SEQUENCES}): "
+            "training on all 36") in log
     assert "batch size 1 for 36 training sequences (at least 20 steps an epoch)" in log
+    assert "2 epochs of 36 steps for 36 training sequences without validation" in log  # --max-epoch caps the budget
     config = json.loads((output / "config.json").read_text())
     assert config["model"]["architecture"] == apps.GROBID_DEFAULT_ARCHITECTURE
     epochs = read_history(output).runs[0].epochs
@@ -213,3 +215,35 @@ def test_ner_train_uses_all_three_files_with_a_90_10_split(tmp_path: Path, capsy
     assert main(["ner", "train", "--data-dir", str(data), "--output", str(tmp_path / "m"), "--max-epoch", "1"]) == 0
     assert "108 train, 12 valid, 0 test sequences" in capsys.readouterr().err  # 3 x 40 sentences, 10% for validation
     assert main(["ner", "train", "--data-dir", str(data), "--train-with-validation-set"]) == 2
+
+
+def _generated_corpus(n: int, length: int = 6) -> "Corpus":
+    from textorch.data.corpus import Corpus, TokenSequence
+
+    tokens = [f"w{k}" for k in range(length)]
+    return Corpus([TokenSequence(tokens, ["B-X"] + ["I-X"] * (length - 1), features=[["a", "b"]] * length)
+                   for _ in range(n)], "grobid", path="generated")
+
+
+@pytest.mark.parametrize("n, trains_on_all, batch, epochs", [
+    (75, True, 3, 60),          # figure's size: every sequence, small batches, every epoch
+    (1450, True, 20, 30),       # name-header's: every sequence, epochs from the step budget
+    (6000, False, 20, 60),      # a validation share of 600 picks the epoch, early stopping on
+])
+def test_the_grobid_default_chooses_its_training_from_the_data(n: int, trains_on_all: bool, batch: int,
+                                                               epochs: int) -> None:
+    """A model name textorch has no preset for: the corpus's size alone decides."""
+    from textorch.tagging.config import TrainConfig
+    from textorch.tagging.training_path import fitted_to_data, split_for_training
+
+    chosen = apps.resolve_options(apps.grobid_defaults("a-model-textorch-has-no-preset-for",
+                                                       apps.GROBID_DEFAULT_ARCHITECTURE), {})
+    config = TrainConfig(batch_size=chosen["batch_size"], max_epoch=chosen["max_epoch"], seed=1,
+                         min_validation_sequences=chosen["min_validation_sequences"],
+                         min_steps_per_epoch=chosen["min_steps_per_epoch"],
+                         steps_without_validation=chosen["steps_without_validation"])
+    train, valid, _ = split_for_training(_generated_corpus(n), None, None, True, config)
+    fitted = fitted_to_data(config, len(train), valid is not None)
+    assert (valid is None) == trains_on_all and fitted.early_stop == (not trains_on_all)
+    assert (fitted.batch_size, fitted.max_epoch) == (batch, epochs)
+    assert fitted.lr_schedule == ("linear" if trains_on_all else "constant")  # early stopping: DeLFT's plateau cuts

@@ -72,6 +72,7 @@ def test_without_validation_the_epochs_follow_a_step_budget(n_train: int, batch:
     assert steps <= 2000 + -(-n_train // batch) or fitted.max_epoch == 60
     assert fitted_to_data(config, n_train, True).max_epoch == 60
     assert fitted_to_data(replace(config, steps_without_validation=0), n_train, False).max_epoch == 60
+    assert fitted.lr_schedule == "linear" and fitted_to_data(config, n_train, True).lr_schedule == "constant"
 
 
 def test_the_step_budget_counts_the_batches_the_data_leaves() -> None:

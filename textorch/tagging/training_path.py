@@ -80,8 +80,7 @@ def split_for_training(
     too_small = valid is not None and len(valid) < train_config.min_validation_sequences
     if too_small:  # a --valid file too: whoever gave it, a handful of sequences cannot pick an epoch
         logger.info("validation data of %d sequences is too few to pick an epoch (fewer than %d): training on "
-                    "all %d sequences for %d epochs", len(valid), train_config.min_validation_sequences,
-                    len(train) + len(valid), train_config.max_epoch)
+                    "all %d sequences", len(valid), train_config.min_validation_sequences, len(train) + len(valid))
     if (fold_count > 1 or too_small) and valid is not None:
         train, valid = replace(train, sequences=train.sequences + valid.sequences), None
     if not train.sequences:
@@ -93,7 +92,7 @@ def fitted_to_data(train_config: TrainConfig, n_train: int, has_valid: bool) -> 
     """``train_config`` for ``n_train`` training sequences: no early stopping without validation
     data (``has_valid`` False: a share too small to be held out; n folds validate on their own),
     a batch size that gives at least ``min_steps_per_epoch`` steps, and, without validation, the
-    epochs that make about ``steps_without_validation`` steps."""
+    epochs that make about ``steps_without_validation`` steps at a linearly falling rate."""
     changes: dict[str, object] = {}
     if not has_valid and train_config.early_stop:
         changes["early_stop"] = False
@@ -107,10 +106,10 @@ def fitted_to_data(train_config: TrainConfig, n_train: int, has_valid: bool) -> 
     if not has_valid and train_config.steps_without_validation:
         steps_per_epoch = max(1, -(-n_train // batch))
         epochs = max(1, min(train_config.max_epoch, round(train_config.steps_without_validation / steps_per_epoch)))
-        if epochs != train_config.max_epoch:
-            logger.info("%d epochs of %d steps for %d training sequences without validation (about %d steps)",
-                        epochs, steps_per_epoch, n_train, train_config.steps_without_validation)
-            changes["max_epoch"] = epochs
+        logger.info("%d epochs of %d steps for %d training sequences without validation (about %d steps), "
+                    "the learning rate falling linearly to zero", epochs, steps_per_epoch, n_train,
+                    train_config.steps_without_validation)
+        changes.update(max_epoch=epochs, lr_schedule="linear")
     return replace(train_config, **changes) if changes else train_config
 
 

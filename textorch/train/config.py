@@ -48,13 +48,14 @@ class TrainConfig:
     epochs instead (0: always hold the share out)."""
     steps_without_validation: int = 0
     """A run with no validation data (none given, or a share too small to hold out) trains for
-    about this many optimizer steps, in whole epochs and at most ``max_epoch``: with nothing to
-    stop it, a fixed count of epochs would cost ten times more on ten times the data for no
-    gain, and a few dozen sequences need many epochs (0: ``max_epoch`` epochs)."""
+    about this many optimizer steps, in whole epochs and at most ``max_epoch``, with the
+    ``linear`` schedule: with nothing to stop it, a fixed count of epochs would cost ten times
+    more on ten times the data, a few dozen sequences need many epochs, and the last epoch is
+    the model, which a rate falling to zero lets settle (0: ``max_epoch`` epochs at
+    ``lr_schedule``)."""
     lr_schedule: str = "constant"
-    """``constant``, or ``linear``: the rate falls linearly to zero over the run. Meant for runs
-    without validation, where the last epoch is the model: a falling rate lets it settle
-    instead of keeping the last steps' noise. Not for the BERT family, which has its own."""
+    """``constant``, or ``linear``: the rate falls linearly to zero over the run. Not for the
+    BERT family, which has its own warm-up and decay."""
     min_steps_per_epoch: int = 0
     """The batch size is lowered, where needed, so that an epoch over the training data has at
     least this many steps: a few dozen sequences in batches of 20 give an epoch of 3 steps
