@@ -207,6 +207,9 @@ def test_ner_conll2003_train_eval_then_eval(tmp_path: Path, capsys: pytest.Captu
     assert main(["ner", "eval", "--data-dir", str(data), "--output", str(model), "--metrics-json", str(tmp_path / "e.json")]) == 0
     again = json.loads((tmp_path / "e.json").read_text())
     assert again["f1"] == pytest.approx(scores["f1"]) and again["n_sequences"] == 120
+    assert main(["ner", "eval", "--data-dir", str(data), "--output", str(model), "--chunk-sequences", "7",
+                 "--metrics-json", str(tmp_path / "e7.json")]) == 0  # read in chunks: the same counts
+    assert json.loads((tmp_path / "e7.json").read_text()) == again
 
 
 @pytest.mark.real_data
@@ -247,3 +250,26 @@ def test_the_grobid_default_chooses_its_training_from_the_data(n: int, trains_on
     assert (valid is None) == trains_on_all and fitted.early_stop == (not trains_on_all)
     assert (fitted.batch_size, fitted.max_epoch) == (batch, epochs)
     assert fitted.lr_schedule == ("linear" if trains_on_all else "constant")  # early stopping: DeLFT's plateau cuts
+
+
+def test_grobid_eval_streams_and_scores_as_the_whole_file(tmp_path: Path, tiny_grobid: Path) -> None:
+    """``grobid MODEL eval`` reads in chunks (small ones here) and keeps only counts: the scores
+    are those of the labeler on the whole file, and --max-sequences still takes the first N."""
+    from textorch.data.readers import read_grobid
+
+    model = tmp_path / "model"
+    assert main(["grobid", "caption-like", "train", "--input", str(tiny_grobid), "--architecture", "BidLSTM_CRF_FEATURES",
+                 "--max-epoch", "1", "--output", str(model)]) == 0
+    whole = read_grobid(tiny_grobid)
+    expected = SequenceLabeler.load(model).evaluate(whole)
+    for extra, sequences in (([], whole.sequences), (["--max-sequences", "5"], whole.sequences[:5])):
+        metrics = tmp_path / "eval.json"
+        assert main(["grobid", "caption-like", "eval", "--input", str(tiny_grobid), "--output", str(model),
+                     "--chunk-sequences", "3", "--metrics-json", str(metrics), *extra]) == 0
+        scores = json.loads(metrics.read_text())
+        if not extra:
+            assert scores == json.loads(json.dumps(expected))
+        else:
+            assert scores["n_sequences"] == 5
+            assert scores == json.loads(json.dumps(SequenceLabeler.load(model).evaluate(
+                whole.__class__(sequences, whole.format, path=whole.path))))

@@ -59,14 +59,25 @@ def _resolve(args: argparse.Namespace, defaults: apps.AppDefaults) -> tuple[Mode
     return apps.with_model_defaults(defaults, model), train, data
 
 
-def _evaluate(model_dir: str, corpus: Corpus, args: argparse.Namespace) -> int:
+def _evaluate(model_dir: str, path: str, input_format: str, args: argparse.Namespace) -> int:
+    """``grobid MODEL eval`` and ``ner eval``: the labelled file read in chunks, as ``seq eval``
+    reads it, so that only the entity counts are kept whatever the file's size."""
+    from itertools import islice
+
+    from textorch.data.streams import stream_labelled
     from textorch.eval.entity_report import format_report
-    from textorch.tagging import training
+    from textorch.runtime.progress import TaggingProgress
+    from textorch.tagging import tag_files, training
     from textorch.tagging.labeler import SequenceLabeler
 
     with session(args.device, args.threads) as (ctx, device):
         labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
-        scores = labeler.evaluate(corpus, ctx=ctx)
+        _, sequences = stream_labelled(path, input_format)
+        if args.max_sequences > 0:
+            sequences = islice(sequences, args.max_sequences)
+        chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
+        with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
+            scores = tag_files.evaluate_stream(labeler, sequences, 64, ctx, chunk, progress)
     if ctx.is_main:
         print(format_report(scores))
         training.write_metrics(scores, args.metrics_json)
@@ -110,7 +121,7 @@ def _grobid(args: argparse.Namespace) -> int:
 
         return _train(args, configs, model_dir, read, hold_out_test=args.action == "train-eval")
     if args.action == "eval":
-        return _evaluate(model_dir, apps.read_grobid_data(args.input, args.model, 0, False, args.max_sequences), args)
+        return _evaluate(model_dir, apps.resolve_grobid_input(args.input, args.model), "grobid", args)
     return _grobid_tag(args, model_dir)
 
 
@@ -129,7 +140,7 @@ def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
 def _ner(args: argparse.Namespace) -> int:
     model_dir = args.output or str(Path("models") / apps.ner_model_name(args.dataset, args.architecture))
     if args.action == "eval":
-        return _evaluate(model_dir, apps.read_ner_test(args.dataset, args.data_dir, args.max_sequences), args)
+        return _evaluate(model_dir, apps.ner_files(args.dataset, args.data_dir)[2], "conll", args)
     if args.train_with_validation_set:
         if args.action != "train-eval":
             raise ConfigError("--train-with-validation-set is for train-eval (train already uses every file)")
@@ -184,7 +195,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     _default_architecture(p, apps.GROBID_DEFAULT_ARCHITECTURE,
                           "GROBID's CRF features inside the BiLSTM-CRF, with rules that follow the data's size; "
                           "a DeLFT name trains with DeLFT's settings")
-    seq.add_streaming_options(p.add_argument_group("tag"))
+    seq.add_streaming_options(p.add_argument_group("tag and eval"))
     p.set_defaults(run=_grobid, format="grobid")
 
     p = groups.add_parser("ner", help="train and evaluate NER on CoNLL-2003 as DeLFT's nerTagger does",
@@ -200,4 +211,5 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-json", metavar="FILE", help="train-eval, eval: write the scores as JSON here")
     p.add_argument("--max-sequences", type=int, default=0, metavar="N", help="read only the first N sentences of each file (quick trials; default: all)")
     _training_options(p, "DeLFT's value for the architecture, see docs/applications.md")
+    seq.add_streaming_options(p.add_argument_group("eval"))
     p.set_defaults(run=_ner, format="conll")

@@ -187,12 +187,6 @@ def read_ner_data(dataset: str, data_dir: str, max_sequence_length: int = 0, ski
     return _first(train, max_sequences), _first(valid, max_sequences), _first(test, max_sequences)  # type: ignore[arg-type]
 
 
-def read_ner_test(dataset: str, data_dir: str, max_sequences: int = 0) -> Corpus:
-    """The test file alone (``ner eval``), validated like the training data."""
-    test, _, _ = read_validated(ner_files(dataset, data_dir)[2], None, None, "conll")
-    return _first(test, max_sequences)
-
-
 def concatenated(*corpora: Corpus) -> Corpus:
     """One corpus of all sequences (DeLFT's NER ``train`` uses all three files)."""
     first = corpora[0]
