@@ -108,14 +108,3 @@ def test_token_type_table_of_one_call_holds_each_tokens_character_ids() -> None:
     # nor do their batches share distinct-token rows: each position is encoded on its own
     mixed = collate(encoded[:1] + other_call, [0, 1])
     assert mixed.char_rows is None and mixed.char_index is None and mixed.char_ids.shape[:2] == (2, 5)
-
-
-def test_per_sequence_records_hold_no_attribute_dict() -> None:
-    """Streamed tagging makes a few of these per sequence; each ``__dict__`` would be one more
-    object for the cyclic garbage collector to walk while a chunk is tagged."""
-    from textorch.tagging.prediction import Prediction
-
-    sequence = TokenSequence(["June", "3"], features=[["a"], ["b"]])
-    encoded = SequenceEncoder.fit([sequence], [0]).encode(sequence, with_labels=False)
-    for record in (sequence, encoded, Prediction(["O", "O"], None)):
-        assert not hasattr(record, "__dict__"), type(record).__name__

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(slots=True)
+@dataclass
 class TokenSequence:
     """One sequence to tag: a sentence, a date string, an author block.
 

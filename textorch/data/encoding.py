@@ -43,7 +43,7 @@ def casing_class(token: str) -> int:
     return 7
 
 
-@dataclass(slots=True)
+@dataclass
 class EncodedSequence:
     """Index arrays of one sequence; ``word_ids`` index a :class:`WordTable`."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(slots=True)
+@dataclass
 class Prediction:
     """Labels (IOB2) and per-token confidence for one sequence."""
 
