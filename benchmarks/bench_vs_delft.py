@@ -48,9 +48,10 @@ from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
 HERE = Path(__file__).resolve().parent
 VECTORS_NAME = "w2v-conll-grobid-100d"
 FULL = {"tasks": ["conll", "name-header", "date"], "seeds": [1, 2, 3], "repeats": 5, "rounds": 3,
-        "process_repeats": 3, "small_limit": 1000, "epochs": {"conll": 3, "name-header": 10, "date": 10},
+        "process_repeats": 3, "startup_repeats": 5, "small_limit": 1000,
+        "epochs": {"conll": 3, "name-header": 10, "date": 10},
         "bert_epochs": 3, "bf16_train_tasks": ["conll"], "grobid_calls": True}
-QUICK = {"tasks": ["date"], "seeds": [1], "repeats": 3, "rounds": 3, "process_repeats": 3,
+QUICK = {"tasks": ["date"], "seeds": [1], "repeats": 3, "rounds": 3, "process_repeats": 3, "startup_repeats": 5,
          "small_limit": 300, "epochs": {"date": 10}, "bert_epochs": 3, "bf16_train_tasks": [],
          "grobid_calls": True}
 """``repeats``: timed passes per tagging row and process, the median kept (5 in the full suite
@@ -59,6 +60,8 @@ since 2026-12-01: with 3, two runs an hour apart gave name-header batch 32 at 4.
 one process per set-up (see :func:`measure_tagging`).
 ``bf16_train_tasks``: textorch also trains these BidLSTM_CRF jobs with ``--precision bf16``
 (every seed, models not kept), for a bf16 training speed and F1 beside the fp32 ones.
+``startup_repeats``: with the whole-file rows, fresh processes per system tagging the file's first
+sequence alone (start-up), the order of the systems turned round every other time.
 ``grobid_calls``: also time GROBID-sized calls through the DeLFT interface
 (:func:`measure_grobid_calls`, tasks of ``GROBID_CALLS``)."""
 EARLY_STOPPING_TASKS = ["date", "name-citation", "name-header", "affiliation-address", "figure", "conll"]
@@ -354,30 +357,46 @@ def measure_whole_files(r: Runner, jobs: list[dict], files: dict, seed: int, set
         inputs = written["paths"]
         for i in range(settings["process_repeats"]):
             for system in present if i % 2 == 0 else present[::-1]:
-                out = r.work / "tagged" / f"whole-{system}-{task}.txt"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                if system == "wapiti":
-                    cmd = [r.wapiti, "label", "-m", str(models[system]), inputs["unlabelled"], str(out)]
-                elif system == "delft":
-                    cmd = r.command("delft", ["tagfile", "--model", str(models[system]), "--input", inputs["labelled"],
-                                              "--format", "grobid", "--output", str(out)])
-                else:
-                    cmd = [*_textorch_cli(), "seq", "tag", "--model", str(models[system]), "--input", inputs["unlabelled"],
-                           "--input-format", "grobid", "--output", str(out), "--batch-size", "32",
-                           "--cache-dir", str(r.cache), *r.threads]
-                name = f"whole-{system}-{task}-{i}"
-                print(f"tag   {system:8s} {task}: {written['n_tokens']:,}-token file, whole process {i + 1} ...",
-                      end=" ", flush=True)
-                payload, _ = r.run(name, [sys.executable, str(HERE / "wapiti_runner.py"), "measure",
-                                          "--log", str(r.logs / f"{name}.out.log"), "--", *cmd])
+                payload = _tag_whole(r, system, task, models[system], inputs, f"whole-{system}-{task}-{i}",
+                                     f"{written['n_tokens']:,}-token file, whole process {i + 1}")
                 if payload:
                     measured[system]["wall_s"].append(payload["wall_s"])
                     measured[system]["peak_rss_mb"].append(payload["peak_rss_mb"])
                     measured[system].setdefault("cpu_s", []).append(payload["cpu_s"])
                     print(f"{payload['wall_s']:.1f}s  {written['n_tokens'] / payload['wall_s']:,.0f} tok/s  "
                           f"{payload['peak_rss_mb']:.0f} MB", flush=True)
+        one_inputs = {kind: str(wapiti_peer.write_one_sequence_file(r.work, task, Path(inputs[kind]), f"one-sequence-{kind}.txt"))
+                      for kind in ("unlabelled", "labelled")}
+        for i in range(settings["startup_repeats"]):
+            for system in present if i % 2 == 0 else present[::-1]:
+                payload = _tag_whole(r, system, task, models[system], one_inputs, f"startup-{system}-{task}-{i}",
+                                     f"one-sequence file (start-up) {i + 1}")
+                if payload:
+                    measured[system].setdefault("startup_wall_s", []).append(payload["wall_s"])
+                    measured[system].setdefault("startup_cpu_s", []).append(payload["cpu_s"])
+                    print(f"{payload['wall_s']:.2f}s  {payload['cpu_s']:.2f} CPU s", flush=True)
         entries.append(wapiti_peer.whole_file_entry(task, seed, written, measured))
     return entries
+
+
+def _tag_whole(r: Runner, system: str, task: str, model: Path, inputs: dict, name: str, what: str) -> dict | None:
+    """One system's fresh process tagging a GROBID file (``inputs``: its unlabelled and labelled
+    copies), measured by ``wapiti_runner.py measure``: its payload, None when it failed."""
+    out = r.work / "tagged" / f"whole-{system}-{task}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if system == "wapiti":
+        cmd = [r.wapiti, "label", "-m", str(model), inputs["unlabelled"], str(out)]
+    elif system == "delft":
+        cmd = r.command("delft", ["tagfile", "--model", str(model), "--input", inputs["labelled"],
+                                  "--format", "grobid", "--output", str(out)])
+    else:
+        cmd = [*_textorch_cli(), "seq", "tag", "--model", str(model), "--input", inputs["unlabelled"],
+               "--input-format", "grobid", "--output", str(out), "--batch-size", "32",
+               "--cache-dir", str(r.cache), *r.threads]
+    print(f"tag   {system:8s} {task}: {what} ...", end=" ", flush=True)
+    payload, _ = r.run(name, [sys.executable, str(HERE / "wapiti_runner.py"), "measure",
+                              "--log", str(r.logs / f"{name}.out.log"), "--", *cmd])
+    return payload
 
 
 def model_dirs(r: Runner, job: dict) -> dict[str, Path]:

@@ -80,6 +80,23 @@ def write_whole_file(work: Path, task: str, test: Path, tokens: int) -> dict:
             "n_sequences": len(blocks) * copies, "copies": copies, "digest": digest}
 
 
+def write_one_sequence_file(work: Path, task: str, whole_file: Path, name: str) -> Path:
+    """The first sequence of a whole file (its unlabelled or labelled copy), alone in file
+    ``name``: a system's time to tag it is its start-up (interpreter or binary, model, first
+    call), the fixed cost of every GROBID run."""
+    lines: list[str] = []
+    with open(whole_file, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                break
+            lines.append(line)
+    if not lines:
+        raise SystemExit(f"{whole_file}: no sequence to tag")
+    path = work / "whole-file" / task / name
+    path.write_text("".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def size_mb(path: Path) -> float:
     if path.is_file():
         return path.stat().st_size / 2**20
@@ -127,7 +144,7 @@ def _whole_files(tagging: list[dict]) -> dict[tuple[str, str], dict]:
     for entry in tagging:
         if entry.get("kind") == "whole_file":
             for system, measured in entry["systems"].items():
-                found[(system, measured["job"])] = {**measured, "n_tokens": entry["n_tokens"]}
+                found[(system, measured["job"])] = {**measured, "n_tokens": entry["n_tokens"], "task": entry["task"]}
     return found
 
 
@@ -167,6 +184,12 @@ def peer_rows(train_runs: list[dict], tagging: list[dict]) -> list[dict]:
             found = {s: whole[(s, f"{task}-wapiti" if s == "wapiti" else job)] for s in SYSTEMS
                      if (s, f"{task}-wapiti" if s == "wapiti" else job) in whole}
             rows.extend(_whole_file_rows(task, label, found))
+    trained = {r["task"] for r in train_runs if r["system"] == "wapiti"}
+    for task in dict.fromkeys(m["task"] for m in whole.values()):
+        if task not in trained:  # --whole-files-only: the measures of earlier runs' models, no training here
+            jobs = {job for (system, job), m in whole.items() if m["task"] == task and system != "wapiti"}
+            label = f" ({', '.join(sorted(jobs))})" if jobs else ""
+            rows.extend(_whole_file_rows(task, label, {s: m for (s, _), m in whole.items() if m["task"] == task}))
     return rows
 
 
@@ -184,6 +207,14 @@ def _whole_file_rows(task: str, label: str, found: dict[str, dict]) -> list[dict
     if cpu:
         rows.append({"task": task, "kind": "rate", **cpu,
                      "measure": f"tag a {n_tokens:,}-token file{label}, whole process (tokens per CPU second){note}"})
+    startup = {s: t for s, m in found.items() if (t := _median(m.get("startup_wall_s", [])))}
+    if startup:
+        repeats = max(len(m.get("startup_wall_s", [])) for m in found.values())
+        rows.append({"task": task, "kind": "seconds", **startup,
+                     "measure": f"start-up{label}: tag a one-sequence file, whole process, median of {repeats} (s)"})
+        cpu = {s: t for s, m in found.items() if (t := _median(m.get("startup_cpu_s", [])))}
+        rows.append({"task": task, "kind": "seconds", **cpu,
+                     "measure": f"start-up{label}: tag a one-sequence file, whole process, CPU seconds"})
     rows.append({"task": task, "kind": "memory", "measure": f"peak RSS of the tagging process{label} (MB)",
                  **{s: max(m["peak_rss_mb"]) for s, m in found.items() if m.get("peak_rss_mb")}})
     rows.append({"task": task, "kind": "memory", "measure": f"model size{label} (MB)",

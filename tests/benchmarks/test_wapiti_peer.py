@@ -294,3 +294,33 @@ def test_the_suites_f1_row_of_one_system_alone_counts_its_seeds():
     row = next(r for r in bench_vs_delft.build_rows([job], runs, []) if r["metric"].startswith("test F1"))
     assert row["metric"] == "test F1, mean of 2 seed(s)" and row["textorch"] == pytest.approx(0.8)
     assert row["delft"] is None and row["diff_points"] is None
+
+
+def test_the_one_sequence_file_is_the_whole_files_first_sequence(tmp_path):
+    test = Path(write(tmp_path / "test.txt", TEST))
+    written = wapiti_peer.write_whole_file(tmp_path, "date", test, 12)
+    for kind in ("unlabelled", "labelled"):
+        one = wapiti_peer.write_one_sequence_file(tmp_path, "date", Path(written["paths"][kind]), f"one-{kind}.txt")
+        assert wapiti_runner.read_blocks(one) == wapiti_runner.read_blocks(written["paths"][kind])[:1]
+
+
+def test_start_up_rows_and_whole_file_rows_of_a_run_without_training():
+    """``--whole-files-only`` trains nothing: its table still sets every system's whole-file and
+    start-up measures against Wapiti's."""
+    whole = [{"kind": "whole_file", "key": "date-whole-file", "task": "date", "n_tokens": 1000,
+              "systems": {"wapiti": {"job": "date-wapiti", "wall_s": [0.5], "cpu_s": [0.4], "peak_rss_mb": [3.0],
+                                     "model_mb": 0.1, "startup_wall_s": [0.03, 0.02, 0.9],
+                                     "startup_cpu_s": [0.02, 0.02, 0.02]},
+                          "textorch": {"job": "date-A", "wall_s": [2.0], "cpu_s": [1.5], "peak_rss_mb": [900.0],
+                                       "model_mb": 1.0, "startup_wall_s": [2.5, 2.4, 2.6],
+                                       "startup_cpu_s": [2.2, 2.0, 2.1]}}}]
+    rows = wapiti_peer.peer_rows([], whole)
+    assert rows and all(row["task"] == "date" and "(date-A)" in row["measure"] for row in rows)
+    startup = [row for row in rows if row["measure"].startswith("start-up")]
+    assert [row["kind"] for row in startup] == ["seconds", "seconds"]
+    assert startup[0]["wapiti"] == 0.03 and startup[0]["textorch"] == 2.5  # medians of the wall times
+    assert "median of 3" in startup[0]["measure"]
+    assert startup[1]["textorch"] == 2.1 and startup[1]["wapiti"] == 0.02  # CPU seconds
+    assert wapiti_peer._cells(startup[0], "textorch") == ("2.5", "83.33x")
+    rate = next(row for row in rows if row["measure"].startswith("tag a 1,000-token file"))
+    assert rate["textorch"] == 500.0 and rate["wapiti"] == 2000.0

@@ -9,6 +9,7 @@ import pytest
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template
 from textorch.data import template_features
+from textorch.data.columns import column_values
 from textorch.data.template_features import TemplateFeaturizer, column_value_counts
 
 TEMPLATE = parse_template("U0:%x[-2,0]\nU1:%x[0,1]\nU2:%x[-1,0]/%x[0,0]\nU3:%x[1,2]/%x[0,0]\n")
@@ -89,3 +90,33 @@ def test_a_sequence_without_a_feature_column_reads_unseen_values() -> None:
 
 def test_column_value_counts_count_the_token_then_each_feature() -> None:
     assert column_value_counts(TRAIN, 3) == [5, 5, 3]
+
+
+def test_rows_from_values_read_by_the_caller_equal_rows_read_here() -> None:
+    featurizer = TemplateFeaturizer.fit(TRAIN, TEMPLATE)
+    test = [*TRAIN, _sequence("3 May , 1999", "NUM CAP PUNCT NUM")]
+    columns = featurizer.feature_columns
+    assert columns == [-1, 0, 1]  # the token and the two feature columns the template reads
+    values = dict(zip(columns, column_values(test, columns)))
+    for given, read in zip(featurizer.rows(test, values), featurizer.rows(test)):
+        assert np.array_equal(given, read)
+
+
+def test_encoding_reads_the_feature_columns_once_for_the_feature_channel_and_the_templates(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from textorch.data import columns, encoding
+
+    calls: list[list[int]] = []
+
+    def counted(sequences: list[TokenSequence], wanted: list[int]) -> list:
+        calls.append(list(wanted))
+        return columns.column_values(sequences, wanted)
+
+    encoder = encoding.SequenceEncoder.fit(TRAIN, [0, 1], templates=TEMPLATE)
+    plain = encoder.encode_many(TRAIN, with_labels=False)
+    monkeypatch.setattr(encoding, "column_values", counted)
+    monkeypatch.setattr(template_features, "column_values", counted)
+    shared = encoder.encode_many(TRAIN, with_labels=False)
+    assert calls == [[-1, 0, 1]]
+    for a, b in zip(plain, shared):
+        assert np.array_equal(a.feature_ids, b.feature_ids) and np.array_equal(a.template_rows, b.template_rows)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from textorch.cli.commands import group_help
 from textorch.tagging import presets as apps
 from textorch.cli import seq
 from textorch.cli.run_options import fold_parallel_option, incremental_input
@@ -168,14 +169,14 @@ def _grobid_bridge(args: argparse.Namespace) -> int:
 
 
 def register(groups: argparse._SubParsersAction) -> None:
-    p = groups.add_parser("grobid-bridge", help="write the directory GROBID's grobid.yaml names as delft.install",
+    p = groups.add_parser("grobid-bridge", help=group_help("grobid-bridge"),
                           description="Write a 'delft' package that forwards DeLFT's names (Sequence, the readers, "
                                       "grobidTagger.py) to textorch, so that GROBID runs its deep-learning models with "
                                       "textorch. See docs/grobid.md.")
     p.add_argument("directory", metavar="DIR", help="the bridge directory (created if needed)")
     p.set_defaults(run=_grobid_bridge)
 
-    p = groups.add_parser("grobid", help="train, evaluate and use GROBID models with DeLFT's per-model settings",
+    p = groups.add_parser("grobid", help=group_help("grobid"),
                           description="DeLFT's grobidTagger: GROBID models (date, name-header, affiliation-address...) "
                                       "with the batch size, maximum sequence length, epochs and feature columns DeLFT "
                                       "uses for each. Models are named grobid-MODEL-ARCHITECTURE.")
@@ -198,7 +199,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     seq.add_streaming_options(p.add_argument_group("tag and eval"))
     p.set_defaults(run=_grobid, format="grobid")
 
-    p = groups.add_parser("ner", help="train and evaluate NER on CoNLL-2003 as DeLFT's nerTagger does",
+    p = groups.add_parser("ner", help=group_help("ner"),
                           description="DeLFT's nerTagger for CoNLL-2003 (English): the IOB1 files eng.train, eng.testa "
                                       "and eng.testb read as they are. Models are named ner-en-DATASET-ARCHITECTURE.")
     p.add_argument("action", choices=_ACTIONS[:3], help="train (all three files, random 90/10 train/validation split), "

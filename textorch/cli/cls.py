@@ -7,6 +7,7 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
+from textorch.cli.commands import group_help
 from textorch.classification import classify_files, training
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
 from textorch.cli.export import add_engine_options, apply_engine_options
@@ -188,7 +189,7 @@ def _architectures(args: argparse.Namespace) -> int:
 
 
 def register(groups: argparse._SubParsersAction) -> None:
-    cls = groups.add_parser("cls", help="text classification: train, evaluate, classify")
+    cls = groups.add_parser("cls", help=group_help("cls"))
     commands = cls.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), _add_training,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from textorch.cli.commands import group_help
+
 
 def _import(args: argparse.Namespace) -> int:
     from textorch.tagging.delft_import.importer import convert_delft_model
@@ -15,7 +17,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def register(groups: argparse._SubParsersAction) -> None:
     p = groups.add_parser(
-        "import-delft", help="convert a DeLFT model directory (1.x safetensors or pickled weights) to textorch's",
+        "import-delft", help=group_help("import-delft"),
         description="Write the textorch model directory of a DeLFT sequence-labelling model. `seq tag --model` "
                     "also takes a DeLFT directory directly, converted once into the cache.")
     p.add_argument("source", metavar="SRC", help="DeLFT model directory (config.json, preprocessor.json, weights)")

@@ -7,6 +7,7 @@ import json
 import logging
 import time
 
+from textorch.cli.commands import group_help
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.data.demo_corpus import generate_date_corpus, sample_texts
@@ -49,7 +50,7 @@ def run_demo(output: str, n_sequences: int, max_epoch: int, seed: int) -> dict:
 
 
 def register(groups: argparse._SubParsersAction) -> None:
-    p = groups.add_parser("demo", help="train and use a date tagger on generated data (no files needed)")
+    p = groups.add_parser("demo", help=group_help("demo"))
     p.add_argument("--output", default="textorch-demo-model", help="where to save the model (default: ./textorch-demo-model)")
     p.add_argument("--sequences", type=int, default=2500, help="generated lines (default: 2500)")
     p.add_argument("--max-epoch", type=int, default=15, help="maximum epochs (default: 15)")

@@ -4,6 +4,8 @@ and the ``--engine`` options of the commands that run a saved model."""
 from __future__ import annotations
 
 import argparse
+
+from textorch.cli.commands import group_help
 from pathlib import Path
 
 
@@ -89,7 +91,7 @@ def apply_engine_options(args: argparse.Namespace, predictor) -> None:
 
 
 def register(groups: argparse._SubParsersAction) -> None:
-    export = groups.add_parser("export", help="export a saved model for other runtimes")
+    export = groups.add_parser("export", help=group_help("export"))
     commands = export.add_subparsers(dest="command", metavar="FORMAT", required=True)
     p = commands.add_parser("onnx", help="ONNX graph plus labels/vocabularies/tokenizer/CRF as JSON (see docs/onnx.md)")
     p.add_argument("--model", required=True, help="model directory (a tagger or a text classifier)")

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 
 from textorch import __version__
+from textorch.cli.commands import GROUPS, named_group
 from textorch.errors import TextorchError
 from textorch.runtime.malloc_tuning import keep_freed_memory
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    from textorch.cli import demo, seq
-
+def _build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of every group; only the group ``argv`` names is built in full (its module
+    imported), the others hold their help line (:mod:`textorch.cli.commands`): a tagging
+    command then imports what tagging needs and nothing of training, the server or the demo."""
     parser = argparse.ArgumentParser(
         prog="textorch",
         description="Sequence labelling and text classification with PyTorch, on one CPU, one GPU or many.",
@@ -24,20 +27,12 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="this process only: let glibc keep freed memory for the next call (steadier tagging "
                              "times, a few %% faster; see textorch/runtime/malloc_tuning.py and docs/performance.md)")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
-    demo.register(groups)
-    seq.register(groups)
-    from textorch.cli import cls as cls_commands
-    cls_commands.register(groups)
-    from textorch.cli import serve
-    serve.register(groups)
-    from textorch.cli import report_command as report
-    report.register(groups)
-    from textorch.cli import apps
-    apps.register(groups)
-    from textorch.cli import export
-    export.register(groups)
-    from textorch.cli import delft_import
-    delft_import.register(groups)
+    wanted = GROUPS.get(named_group(argv) or "", ("", ""))[0]
+    for name, (module, help_line) in GROUPS.items():
+        if module != wanted:
+            groups.add_parser(name, help=help_line)
+        elif name not in groups.choices:  # the module registers all its groups at once
+            importlib.import_module(module).register(groups)
     return parser
 
 
@@ -61,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(argv: list[str] | None) -> int:
-    parser = _build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = _build_parser(arguments).parse_args(arguments)
     _configure_logging(args.verbose)
     if args.tune_allocator:  # a process setting: asked for, never the default
         keep_freed_memory()
@@ -72,7 +67,7 @@ def _run_command(argv: list[str] | None) -> int:
 
     try:
         # --devices N / --nnodes M: re-run this command line as worker processes.
-        code = launch.launch_if_requested(args, list(sys.argv[1:] if argv is None else argv))
+        code = launch.launch_if_requested(args, arguments)
         return code if code is not None else int(args.run(args) or 0)
     except TextorchError as exc:
         if not launch.report_worker_error(exc):  # a worker hands it to its launcher instead

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from textorch.cli.commands import group_help
 from textorch.model_dir import read_model_config
 from textorch.train.history import read_history
 
@@ -28,7 +29,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def register(groups: argparse._SubParsersAction) -> None:
-    p = groups.add_parser("report", help="print the training history and final scores of a model directory")
+    p = groups.add_parser("report", help=group_help("report"))
     p.add_argument("model", metavar="DIR", help="model directory (written by a train command)")
     p.add_argument("--json", action="store_true", help="print history.json as it is instead of tables")
     p.set_defaults(run=_report)

@@ -8,6 +8,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from textorch.cli.commands import group_help
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.eval.entity_report import format_report
 from textorch.models.architectures import ARCHITECTURES
@@ -218,7 +219,7 @@ def _architectures(args: argparse.Namespace) -> int:
 
 
 def register(groups: argparse._SubParsersAction) -> None:
-    seq = groups.add_parser("seq", help="sequence labelling: train, evaluate, tag")
+    seq = groups.add_parser("seq", help=group_help("seq"))
     commands = seq.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     add_train_commands(commands, lambda a, evaluate: _train(a, evaluate=evaluate), add_training_options,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from textorch.cli.commands import group_help
 from textorch.cli.export import add_engine_options
 from textorch.serve.config import ServerConfig
 
@@ -34,7 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
 def register(groups: argparse._SubParsersAction) -> None:
     d = ServerConfig()
     p = groups.add_parser(
-        "serve", help="serve models over HTTP (tag, classify; concurrent requests batched)",
+        "serve", help=group_help("serve"),
         description="Serve one or more model directories over HTTP. Endpoints: POST /models/NAME/tag, "
                     "POST /models/NAME/classify, GET /models, GET /health, GET /docs (OpenAPI).",
     )

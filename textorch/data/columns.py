@@ -2,7 +2,9 @@
 
 Encoding turns a call's feature values into ids column by column (the categorical feature
 channel, CRF-template features); each sequence's rows are transposed once here, so the work per
-token is done by C loops (``zip``, ``list.extend``, ``map``) rather than by a Python loop.
+token is done by C loops (``zip``, ``list.extend``, ``map``) rather than by a Python loop. An encoding call reads
+every column it needs in one :func:`column_values` call and shares the values between the
+feature channel and the template features.
 """
 
 from __future__ import annotations

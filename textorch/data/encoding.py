@@ -197,8 +197,9 @@ class SequenceEncoder:
         word_ids = None if word_rows is None else word_rows(distinct)[type_ids]
         sequence_widths = _widest_per_sequence(widths[type_ids], bounds)
         starts, ends = bounds[:-1].tolist(), bounds[1:].tolist()
-        template_rows = self.templates.rows(sequences) if self.templates is not None else [None] * len(sequences)
-        feature_ids = self._feature_ids(sequences, bounds)
+        values = self._column_values(sequences)
+        template_rows = self.templates.rows(sequences, values) if self.templates is not None else [None] * len(sequences)
+        feature_ids = self._feature_ids(sequences, bounds, values)
         return [
             EncodedSequence(
                 casing[a:b], None if feature_ids is None else feature_ids[a:b], self._labels_of(sequence, with_labels),
@@ -218,7 +219,17 @@ class SequenceEncoder:
             self._shapes[token] = shape
         return shape
 
-    def _feature_ids(self, sequences: list[TokenSequence], bounds: np.ndarray) -> np.ndarray | None:
+    def _column_values(self, sequences: list[TokenSequence]) -> dict[int, list[str | None]]:
+        """Every feature column the feature channel or the template features read, by
+        :func:`column_values`' number, read once for both."""
+        columns = set(self.feature_columns)
+        if self.templates is not None:
+            columns.update(self.templates.feature_columns)
+        ordered = sorted(columns)
+        return dict(zip(ordered, column_values(sequences, ordered)))
+
+    def _feature_ids(self, sequences: list[TokenSequence], bounds: np.ndarray,
+                     values: dict[int, list[str | None]]) -> np.ndarray | None:
         """``(tokens, slots)`` ids of the feature channel's columns for all ``sequences`` end to
         end (``bounds`` cut them apart): unseen values (and a column a sequence lacks) get
         ``<unk>``, a sequence without features zeros. One column at a time over the whole call:
@@ -226,9 +237,9 @@ class SequenceEncoder:
         if not self.feature_columns:
             return None
         feature_ids = np.empty((int(bounds[-1]), len(self.feature_columns)), dtype=np.int64)
-        for slot, values in enumerate(column_values(sequences, self.feature_columns)):
+        for slot, column in enumerate(self.feature_columns):
             vocabulary = self.features[slot]
-            feature_ids[:, slot] = value_ids(values, vocabulary._index, vocabulary.unk_id)
+            feature_ids[:, slot] = value_ids(values[column], vocabulary._index, vocabulary.unk_id)
         for i, sequence in enumerate(sequences):
             if not sequence.features:
                 feature_ids[bounds[i]:bounds[i + 1]] = 0

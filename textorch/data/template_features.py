@@ -16,7 +16,7 @@ array), so tagging gathers them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -93,9 +93,18 @@ class TemplateFeaturizer:
         return len(self.table) + 1
 
     # ------------------------------------------------------------------ encoding
-    def rows(self, sequences: Sequence[TokenSequence]) -> list[np.ndarray]:
-        """Per sequence, ``(L, templates)`` int64 rows of the weight table."""
-        ids, position, length = self._positions(sequences)
+    @property
+    def feature_columns(self) -> list[int]:
+        """The columns the templates read, numbered as :func:`column_values` numbers them (-1:
+        the token, ``k``: the ``k``-th feature column after it)."""
+        return [column - 1 for column in self.vocabularies]
+
+    def rows(self, sequences: Sequence[TokenSequence],
+             values: Mapping[int, Sequence[str | None]] | None = None) -> list[np.ndarray]:
+        """Per sequence, ``(L, templates)`` int64 rows of the weight table. ``values``: each of
+        :attr:`feature_columns`' values at every token (as :func:`column_values` gives them), when
+        the caller read them already for other features."""
+        ids, position, length = self._positions(sequences, values)
         out = np.zeros((len(position), len(self.templates)), dtype=np.int64)
         cells: dict[tuple[int, int], np.ndarray] = {}  # templates share cells: each is read once
         for k, template in enumerate(self.templates):
@@ -115,16 +124,17 @@ class TemplateFeaturizer:
         bounds = np.cumsum([0, *(len(s) for s in sequences)])
         return [out[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
-    def _positions(self, sequences: Sequence[TokenSequence]) -> tuple[dict[int, np.ndarray], np.ndarray, np.ndarray]:
+    def _positions(self, sequences: Sequence[TokenSequence], values: Mapping[int, Sequence[str | None]] | None = None,
+                   ) -> tuple[dict[int, np.ndarray], np.ndarray, np.ndarray]:
         """Value ids of every token (all sequences end to end) per column, each token's position
         in its sequence and that sequence's length."""
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
         starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
         position = np.arange(int(lengths.sum()), dtype=np.int64) - starts
         columns = list(self.vocabularies)
-        ids = {}
-        for column, values in zip(columns, _column_values(sequences, columns)):
-            ids[column] = value_ids(values, self.vocabularies[column], 0)
+        if values is None:
+            values = dict(zip(self.feature_columns, _column_values(sequences, columns)))
+        ids = {column: value_ids(values[column - 1], self.vocabularies[column], 0) for column in columns}
         return ids, position, np.repeat(lengths, lengths)
 
     def _cell_values(self, ids: np.ndarray, position: np.ndarray, length: np.ndarray, row: int,
