@@ -82,10 +82,12 @@ def decide(allowed: CpuRoutes, device: torch.device, has_transformer: bool,
     if device.type != "cpu":
         return REFERENCE
     groups = allowed.batch_groups
-    if groups is not None:
-        groups = None if has_transformer else (engine_group_costs or groups)
-    return dataclasses.replace(allowed, batch_groups=groups,
-                               one_sequence=allowed.one_sequence and allowed.laid_out_lstm and torch_runs)
+    if groups is not None and (has_transformer or engine_group_costs is not None):
+        groups = None if has_transformer else engine_group_costs
+    one_sequence = allowed.one_sequence and allowed.laid_out_lstm and torch_runs
+    if groups is allowed.batch_groups and one_sequence == allowed.one_sequence:
+        return allowed  # the usual case, no new object: one-sequence calls are short
+    return dataclasses.replace(allowed, batch_groups=groups, one_sequence=one_sequence)
 
 
 _current: contextvars.ContextVar[CpuRoutes] = contextvars.ContextVar("textorch_cpu_routes", default=FAST)
