@@ -6,7 +6,6 @@ import random
 from pathlib import Path
 
 import numpy as np
-import torch
 import pytest
 
 from textorch.tagging import labeler as labeler_module

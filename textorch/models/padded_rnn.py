@@ -87,6 +87,9 @@ def cpu_lstm_takes_bf16() -> bool:
 
 
 def _needs_fp32_lstm(rnn: nn.RNNBase, x: torch.Tensor) -> bool:
+    """Whether :func:`rnn_outputs` / :func:`rnn_final_states` must run with autocast off and ``x``
+    in float32: this CPU's LSTM cannot take bfloat16 (:func:`cpu_lstm_takes_bf16`). ``--precision
+    bf16`` then still works, its recurrent layers in fp32, its matrix products in bfloat16."""
     return (isinstance(rnn, nn.LSTM) and x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
             and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not cpu_lstm_takes_bf16())
 
