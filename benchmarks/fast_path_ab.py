@@ -1,16 +1,20 @@
 """Every CPU fast path against its general route, in one process, alternating (issue #29).
 
-Each fast path is switched off in-process by patching its decision function so that the general
-route runs (:data:`PATHS`); both variants are timed in turn (on, off, on, off, ...) on the rows of
+Each fast path is switched off in-process through the CPU routes (:mod:`textorch.models.cpu_routes`:
+``FAST.without(path)`` as the labelers' ``routes``, and current for the training row), so that the
+general route runs (:data:`PATHS`, named as the fields of ``CpuRoutes``); nothing is patched. Both
+variants are timed in turn (on, off, on, off, ...) on the rows of
 the benchmark suite it acts on: the three seed-1 BiLSTM-CRF models (CoNLL-2003, GROBID
 name-header and date) at batch 32 and 256 over their test files, 300 one-sequence calls over new
 tokens and over tokens seen before, and a short training row (optimizer steps on a CoNLL-2003
 subset). Alternating in one process keeps a second job on the machine from favouring either.
 
-    PYTHONPATH=. python benchmarks/fast_path_ab.py --pairs 7 --first-call 3 [--paths one_sequence_route ...]
+    PYTHONPATH=. python benchmarks/fast_path_ab.py --pairs 7 --first-call 3 [--paths one_sequence ...]
 
 The paths listed are those that earned their keep (issue #29); the ones removed were measured by
-this script as of commits a1d979a and 0b0a4db (docs/performance.md has the tables).
+this script as of commits a1d979a and 0b0a4db (docs/performance.md has the tables; there the
+paths have their former names: ``inference_groups`` is ``batch_groups``, ``crf_kernel_vs_torch``
+``crf_kernel``, ``one_sequence_route`` ``one_sequence``).
 
 Prints a table (median on/off in ms, gain = off / on, min in brackets) and writes
 ``benchmarks/results/fast-paths-<commit>.json``. The CRF kernels' first-call cost is measured in
@@ -20,7 +24,6 @@ fresh processes (``--first-call``): the compiled decoder loads Numba on a proces
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import os
@@ -28,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import torch
@@ -36,6 +39,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from textorch_runner import fresh_token_state  # noqa: E402
+
+if TYPE_CHECKING:
+    from textorch.models.cpu_routes import CpuRoutes
 
 MODELS = {
     "conll": ("/tmp/bit/m-conll", "/work/shared/data/conll2003/eng.testb"),
@@ -48,62 +54,21 @@ ONE_SEQUENCE_CALLS = 300
 INFERENCE_ROWS = ("batch32", "batch256", "one-new", "one-seen")
 
 
-@contextlib.contextmanager
-def patched(*replacements: tuple[object, str, object]) -> Iterator[None]:
-    """Set ``owner.name = value`` for each triple, restore on exit."""
-    # A class's own __dict__ entry, not getattr: a staticmethod must come back as one.
-    saved = [(owner, name, vars(owner)[name] if isinstance(owner, type) else getattr(owner, name))
-             for owner, name, _ in replacements]
-    try:
-        for owner, name, value in replacements:
-            setattr(owner, name, value)
-        yield
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
+def routes_for(path: str | None) -> "CpuRoutes":
+    """The routes with fast path ``path`` off (None: every path on)."""
+    from textorch.models.cpu_routes import FAST
 
-
-def _off(name: str) -> contextlib.AbstractContextManager:
-    """The general route for fast path ``name``: its decision patched to say no."""
-    from textorch.models import crf, onednn_lstm, padded_rnn
-    from textorch.tagging import labeler
-
-    def char_groups_off(lengths: torch.Tensor, costs: object) -> list[torch.Tensor] | None:
-        return None if costs is padded_rnn.FINAL_STATE_GROUP_COSTS else _length_groups(lengths, costs)
-
-    _length_groups = padded_rnn.length_groups
-
-    def no_buckets(run, x: torch.Tensor, row_dim: int) -> torch.Tensor:  # noqa: ANN001
-        return run(x)
-
-    table = {
-        "laid_out_lstm": [(onednn_lstm, "run_dtype", lambda rnn, x: None)],
-        "row_buckets": [(padded_rnn, "in_row_buckets", no_buckets)],
-        "inference_groups": [(labeler, "group_costs", lambda *a, **k: None)],
-        "char_length_groups": [(padded_rnn, "length_groups", char_groups_off)],
-        "crf_kernel_vs_torch": [(crf.CRF, "cpu_best_paths", _torch_crf_decode)],
-        "one_sequence_route": [(labeler.SequenceLabeler, "_tag_one_sequence", lambda self, data, with_scores: None)],
-    }
-    return patched(*table[name])
-
-
-def _torch_crf_decode(self, emissions, lengths, with_confidence=True):  # noqa: ANN001, ANN202
-    """``CRF.cpu_best_paths`` by the reference CRF's decoding (Viterbi and marginals in torch)."""
-    mask = torch.arange(emissions.shape[1])[None, :] < lengths[:, None]
-    paths, _ = self.decode(emissions, mask)
-    if not with_confidence:
-        return paths, None
-    return paths, self.marginals(emissions, mask).gather(-1, paths.unsqueeze(-1)).squeeze(-1)
+    return FAST if path is None else FAST.without(path)
 
 
 # Where each path acts: the rows worth timing it on.
 PATHS: dict[str, tuple[str, ...]] = {
     "laid_out_lstm": INFERENCE_ROWS,
     "row_buckets": ("batch32", "batch256"),  # training: kernels warm after one pass, see code_ab.py
-    "inference_groups": ("batch32", "batch256"),
+    "batch_groups": ("batch32", "batch256"),
     "char_length_groups": ("batch32", "batch256", "train"),
-    "crf_kernel_vs_torch": INFERENCE_ROWS,
-    "one_sequence_route": INFERENCE_ROWS,
+    "crf_kernel": INFERENCE_ROWS,
+    "one_sequence": INFERENCE_ROWS,
 }
 
 
@@ -125,11 +90,16 @@ class Rows:
         self.train_model = copy.deepcopy(conll.model)
         self.optimizer = torch.optim.Adam(self.train_model.parameters(), lr=1e-3)
 
-    def run(self, model: str, row: str) -> float:
-        """Seconds of one pass of ``row`` (a new-token row's fresh state is made off the clock)."""
+    def run(self, model: str, row: str, routes: "CpuRoutes") -> float:
+        """Seconds of one pass of ``row`` under ``routes`` (a new-token row's fresh state is made
+        off the clock)."""
+        from textorch.models.cpu_routes import taking
+
         if row == "train":
-            return self._train()
+            with taking(routes):  # training is no tagging call: the routes are made current for it
+                return self._train()
         labeler, sequences = self.labelers[model], self.tests[model]
+        labeler.routes = routes
         if row == "one-new":
             fresh_token_state(labeler, CACHE_DIR)
         started = time.perf_counter()
@@ -158,8 +128,7 @@ def ab(rows: Rows, path: str, model: str, row: str, pairs: int) -> dict:
     for i in range(pairs + 1):
         first_on = i % 2 == 0
         for variant in ((True, False) if first_on else (False, True)):
-            with contextlib.nullcontext() if variant else _off(path):
-                t = rows.run(model, row)
+            t = rows.run(model, row, routes_for(None if variant else path))
             if i:
                 (on if variant else off).append(t)
     med_on, med_off = statistics.median(on), statistics.median(off)
@@ -216,7 +185,7 @@ def _commit() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=7)
-    parser.add_argument("--paths", nargs="*", default=list(PATHS))
+    parser.add_argument("--paths", nargs="*", default=list(PATHS), choices=list(PATHS))
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--train-sequences", type=int, default=2000)
     parser.add_argument("--train-steps", type=int, default=40)

@@ -84,9 +84,9 @@ class RecurrentFlops:
 
         self._padded_module, self._padded = padded_rnn, padded_rnn.padded_rnn
 
-        def counted(rnn: nn.RNNBase, x, lengths):
+        def counted(rnn: nn.RNNBase, x, lengths, routes=None):  # noqa: ANN001
             self._add(rnn, x.shape[0] * x.shape[1])
-            return self._padded(rnn, x, lengths)
+            return self._padded(rnn, x, lengths, routes)
 
         padded_rnn.padded_rnn = counted
 

@@ -781,3 +781,21 @@ def test_a_table_file_that_is_missing_or_not_results_is_one_line_naming_it(tmp_p
         with pytest.raises(SystemExit) as stopped:
             bench_vs_delft.reprint([path])
         assert str(stopped.value).startswith(f"--table {path}") and message in str(stopped.value)
+
+
+def test_fast_path_ab_switches_each_path_off_through_the_routes_alone() -> None:
+    """Every path the A/B script times is a field of ``CpuRoutes``, switched off by itself: a
+    renamed or new route that the script does not know fails here, not mid-benchmark."""
+    import dataclasses
+
+    import fast_path_ab
+
+    from textorch.models.cpu_routes import FAST
+
+    fields = {field.name for field in dataclasses.fields(FAST)}
+    assert set(fast_path_ab.PATHS) == fields
+    assert fast_path_ab.routes_for(None) is FAST
+    for path in fast_path_ab.PATHS:
+        off = fast_path_ab.routes_for(path)
+        changed = {name for name in fields if getattr(off, name) != getattr(FAST, name)}
+        assert changed == {path}

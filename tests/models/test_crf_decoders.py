@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from textorch.models import crf as crf_module
-from textorch.models import crf_compiled
+from textorch.models import cpu_routes, crf_compiled
 from textorch.models.crf import CRF
-from textorch.models.crf import cpu_best_paths_of_arrays
+from textorch.models.crf_compiled import cpu_best_paths_of_arrays
+from textorch.models.heads import CRFHead
 
 
 def _random_crf(num_tags: int, seed: int) -> CRF:
@@ -29,7 +29,7 @@ def crf_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     and once with the reference recursions, the decoder of installs without Numba."""
     monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
     if request.param == "reference":
-        monkeypatch.setattr(crf_module, "compiled_decoder", lambda: None)
+        monkeypatch.setattr(crf_compiled, "compiled_decoder", lambda: None)
     else:
         crf_compiled.compiled_decoder.cache_clear()
         assert crf_compiled.compiled_decoder() is not None, "numba is installed with textorch and must compile the CRF"
@@ -92,7 +92,7 @@ def test_cpu_crf_decoders_agree_with_each_other_on_real_sized_batches() -> None:
         lengths[0] = length
         compiled = cpu_best_paths_of_arrays(emissions, lengths, *params)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(crf_module, "compiled_decoder", lambda: None)
+            patch.setattr(crf_compiled, "compiled_decoder", lambda: None)
             plain = cpu_best_paths_of_arrays(emissions, lengths, *params)
         assert np.array_equal(compiled[0], plain[0])
         assert np.allclose(compiled[1], plain[1], atol=1e-6) and compiled[1].dtype == np.float32
@@ -205,20 +205,40 @@ def test_compiled_crf_decoder_can_be_switched_off_and_falls_back_on_failure(
     assert crf_compiled.compiled_decoder() is not None
 
 
-def test_crf_head_uses_the_cpu_kernel_only_without_gradients() -> None:
-    _assert_crf_head_decodes_as_torch_crf(seed=5)
+def test_crf_head_uses_the_cpu_kernel_only_without_gradients_and_where_the_routes_take_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kernel_calls = []
+    best_paths = crf_compiled.best_paths
+    monkeypatch.setattr(crf_compiled, "best_paths", lambda *a, **k: kernel_calls.append(1) or best_paths(*a, **k))
+    head = _assert_crf_head_decodes_as_torch_crf(seed=5)
+    assert kernel_calls == [1]
+    h = torch.randn(2, 5, 4, requires_grad=True)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    paths, scores = head.decode(h, mask)  # gradients recorded: the reference CRF
+    assert scores.requires_grad and kernel_calls == [1]
+    with torch.no_grad(), cpu_routes.taking(cpu_routes.FAST.without("crf_kernel")):
+        assert torch.equal(head.decode(h, mask)[0], paths)
+    assert kernel_calls == [1]
 
 
-def _assert_crf_head_decodes_as_torch_crf(seed: int) -> None:
-    """The CRF head's CPU decoding (compiled or reference) against the PyTorch CRF's own Viterbi."""
+def _assert_crf_head_decodes_as_torch_crf(seed: int) -> CRFHead:
+    """The CRF head's CPU decoding (compiled or reference) against the PyTorch CRF's own Viterbi;
+    the head (its emission layer the identity) for more calls."""
     crf = _random_crf(4, seed=seed)
+    head = CRFHead(4, 4)
+    with torch.no_grad():
+        head.emissions.weight.copy_(torch.eye(4))
+        head.emissions.bias.zero_()
+    head.crf = crf
     emissions = torch.randn(2, 5, 4)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)
     with torch.no_grad():
-        paths, scores = crf.best_paths_with_confidence(emissions, mask)
+        paths, scores = head.decode(emissions, mask)
         reference, _ = crf.decode(emissions, mask)
     assert torch.equal(paths, reference)
     assert scores.shape == (2, 5) and float(scores[1, 2:].abs().sum()) == 0.0
+    return head
 
 
 def test_cpu_crf_decoders_survive_extreme_scores(crf_decoder: str) -> None:
@@ -253,8 +273,8 @@ def test_cpu_crf_decoding_by_lengths_ignores_what_lies_past_them(crf_decoder: st
     with torch.no_grad():
         expected_paths, expected_scores = crf.best_paths_with_confidence(emissions * mask.unsqueeze(-1), mask)
         leftovers = emissions.masked_fill(~mask.unsqueeze(-1), 1e4).transpose(0, 1).contiguous().transpose(0, 1)
-        paths, scores = crf.cpu_best_paths(leftovers, lengths)
+        paths, scores = crf_compiled.best_paths(crf, leftovers, lengths)
     assert torch.equal(paths[mask], expected_paths[mask])
     assert torch.allclose(scores[mask], expected_scores[mask], atol=1e-6)
     with pytest.raises(ValueError, match="one length per row"):
-        crf.cpu_best_paths(emissions, lengths[:2])
+        crf_compiled.best_paths(crf, emissions, lengths[:2])

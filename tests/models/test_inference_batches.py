@@ -6,14 +6,13 @@ import random
 from pathlib import Path
 
 import numpy as np
-import torch
 import pytest
 
 from textorch.tagging import labeler as labeler_module
 from textorch.data.batching import sorted_batches
 from textorch.data.corpus import TokenSequence
 from textorch.models.costs import INFERENCE_GROUP_COSTS
-from textorch.models.inference_batches import group_costs, inference_batches
+from textorch.models.inference_batches import inference_batches
 from textorch.tagging.labeler import SequenceLabeler
 
 
@@ -49,13 +48,7 @@ def test_batches_of_similar_lengths_are_not_cut_and_the_switch_turns_cutting_off
     assert inference_batches(spread, 256, None) == sorted_batches(spread, 256)
     assert inference_batches([7], 32, INFERENCE_GROUP_COSTS) == [[0]]
     assert inference_batches([], 32, INFERENCE_GROUP_COSTS) == []
-    # Who cuts: CPU models without a transformer, with their engine's figures when it has some.
-    cpu, gpu = torch.device("cpu"), torch.device("cuda")
-    assert group_costs(cpu, has_transformer=False) is INFERENCE_GROUP_COSTS
-    assert group_costs(gpu, has_transformer=False) is None and group_costs(cpu, has_transformer=True) is None
-    from textorch.models.costs import ONNX_GROUP_COSTS
-
-    assert group_costs(cpu, False, ONNX_GROUP_COSTS) is ONNX_GROUP_COSTS and group_costs(gpu, False, ONNX_GROUP_COSTS) is None
+    # Who cuts (the call's CPU routes): tests/models/test_cpu_routes.py.
 
 
 def _cut_then_whole(monkeypatch: pytest.MonkeyPatch, module: object, run, sizes: list[int]) -> tuple:

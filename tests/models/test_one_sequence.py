@@ -19,6 +19,7 @@ from textorch.models.embedders import WordVectorEmbedder, rows_encoder
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead
 from textorch.models import padded_rnn
+from textorch.models.cpu_routes import FAST
 from textorch.models.one_sequence import OneSequenceTagger, time_major_layers
 from textorch.models.onednn_lstm import laid_out_lstm_available
 from textorch.models.tagger import SequenceTagger
@@ -73,13 +74,13 @@ def _one_by_one(labeler: SequenceLabeler, sequences: list[TokenSequence], with_s
 
 def _through_batch_path(labeler: SequenceLabeler, sequences: list[TokenSequence], monkeypatch: pytest.MonkeyPatch,
                         with_scores: bool = True) -> list[Prediction]:
-    """The same calls with the route switched off (``one_sequence_route``): the batch route."""
+    """The same calls with the route switched off (``CpuRoutes.one_sequence``): the batch route."""
     served = _count_served(monkeypatch)
-    labeler.one_sequence_route = False
+    labeler.routes = FAST.without("one_sequence")
     try:
         return _one_by_one(labeler, sequences, with_scores)
     finally:
-        labeler.one_sequence_route = True
+        labeler.routes = FAST
         assert served == []
 
 

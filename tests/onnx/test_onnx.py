@@ -224,8 +224,8 @@ def test_automatic_exports_of_an_older_graph_revision_are_redone(tmp_path: Path,
 def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Path, tiny_grobid: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch mixing short and long sequences runs the graph once per group of similar lengths,
-    each cut to its longest row (the engine's ``group_costs`` in
-    :mod:`textorch.models.inference_batches`): the same labels and scores as PyTorch, and as the one
+    each cut to its longest row (the engine's ``group_costs``, the call's ``batch_groups`` by
+    :func:`textorch.models.cpu_routes.decide`): the same labels and scores as PyTorch, and as the one
     padded call."""
     from textorch.data.corpus import TokenSequence
     from textorch.models.padded_rnn import GroupCosts

@@ -36,7 +36,8 @@ from textorch.data.cls_readers import ClsCorpus
 from textorch.data.splits import stratified_folds
 from textorch.errors import ConfigError, DataError
 from textorch.eval.cls_metrics import ClassCounts
-from textorch.models.inference_batches import group_costs, inference_batches
+from textorch.models.cpu_routes import FAST, decide
+from textorch.models.inference_batches import inference_batches
 from textorch.models.costs import batch_precision
 from textorch.runtime.precision import inference_autocast
 from textorch.classification.classify_files import texts_document
@@ -279,7 +280,8 @@ class TextClassifier:
 
     def _batches(self, data: EncodedTexts, batch_size: int) -> list[list[int]]:
         """Length-sorted batches, on the CPU cut where lengths spread (not for transformers)."""
-        return inference_batches(data.lengths(), batch_size, group_costs(self.device, self.transformer_parts is not None))
+        routes = decide(FAST, self.device, self.transformer_parts is not None)
+        return inference_batches(data.lengths(), batch_size, routes.batch_groups)
 
     @torch.inference_mode()
     def _decode(self, data: EncodedTexts, indices: list[int], member: int | None) -> np.ndarray:

@@ -19,21 +19,18 @@ times, not B * L, so the cost per step is a few kernel launches whatever the bat
 the dependency between consecutive steps would prevent parallelising over time anyway.
 
 This module is the reference CRF: training everywhere, decoding on GPUs, and the oracle of the
-tests. Tagging on the CPU decodes with one compiled kernel (:func:`cpu_best_paths_of_arrays`,
-:mod:`textorch.models.crf_compiled`), whose rows fall back to the recursions here where its
-scaled arithmetic would underflow.
+tests; it knows no fast path. Tagging on the CPU decodes with one compiled kernel where the call's
+routes take it (:mod:`textorch.models.cpu_routes`, chosen by the CRF head), whose rows fall back
+to the recursions here (:func:`viterbi`, :func:`marginal_probabilities`) where its scaled
+arithmetic would underflow (:mod:`textorch.models.crf_compiled`).
 """
 
 from __future__ import annotations
 
 import logging
 
-import numpy as np
 import torch
 from torch import Tensor, nn
-
-from textorch.models.crf_compiled import compiled_decoder
-from textorch.models.crf_compiled import decode as compiled_decode
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +83,7 @@ class CRF(nn.Module):
     def decode(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Viterbi best paths ``(B, L)`` (0 beyond each length) and their scores ``(B,)``."""
         em, mask = self._prepare(emissions, mask)
-        return _viterbi(em, mask, *self._params(em.dtype))
+        return viterbi(em, mask, *self._params(em.dtype))
 
     def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
         """Posterior ``P(y_t = k | x)`` per position, ``(B, L, T)``, zero at padding.
@@ -95,53 +92,32 @@ class CRF(nn.Module):
         the Viterbi score alone cannot: it is unnormalised and grows with length.
         """
         em, mask = self._prepare(emissions, mask)
-        return _marginals(em, mask, *self._params(em.dtype))
+        return marginal_probabilities(em, mask, *self._params(em.dtype))
 
     def best_paths_with_confidence(
         self, emissions: Tensor, mask: Tensor, with_confidence: bool = True
     ) -> tuple[Tensor, Tensor | None]:
         """Viterbi paths ``(B, L)`` and the posterior of each chosen tag ``(B, L)``, for tagging
-        (None with ``with_confidence=False``: evaluation needs the labels only).
-
-        On the CPU this runs the compiled kernel (:func:`cpu_best_paths_of_arrays`: same results,
-        far fewer operator calls); elsewhere :meth:`decode` and :meth:`marginals`.
-        """
-        if emissions.device.type == "cpu" and not emissions.requires_grad:
-            self._check_shapes(emissions, mask)  # the kernel never reads padded positions
-            return self.cpu_best_paths(emissions, mask.to(torch.int64).sum(dim=1), with_confidence)
+        (None with ``with_confidence=False``: evaluation needs the labels only): :meth:`decode`
+        and :meth:`marginals`, on any device."""
         paths, _ = self.decode(emissions, mask)
         if not with_confidence:
             return paths, None
         scores = self.marginals(emissions, mask).gather(-1, paths.unsqueeze(-1)).squeeze(-1)
         return paths, scores
 
-    def cpu_best_paths(
-        self, emissions: Tensor, lengths: Tensor, with_confidence: bool = True
-    ) -> tuple[Tensor, Tensor | None]:
-        """:meth:`best_paths_with_confidence` on the CPU for rows of ``lengths`` (>= 1, a CPU
-        tensor): :func:`cpu_best_paths_of_arrays`, which never reads past a row's length, so
-        ``emissions`` may hold anything there (and be a strided view)."""
-        if emissions.dim() != 3 or emissions.size(2) != self.num_tags or lengths.shape != emissions.shape[:1]:
-            raise ValueError(f"emissions must be (batch, length, {self.num_tags}) with one length per row, got "
-                             f"{tuple(emissions.shape)} and {tuple(lengths.shape)} lengths")
-        paths, confidence = cpu_best_paths_of_arrays(
-            emissions.detach().float().numpy(), lengths.numpy(), self.transitions.detach().numpy(),
-            self.start_transitions.detach().numpy(), self.end_transitions.detach().numpy(), with_confidence,
-        )
-        return torch.from_numpy(paths), None if confidence is None else torch.from_numpy(confidence)
-
     # ------------------------------------------------------------------ internals
 
     def _prepare(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Validate shapes and neutralise padding once, so that no later step can leak
         a padded value (even NaN or inf) into a result or a gradient."""
-        self._check_shapes(emissions, mask)
+        self.check_shapes(emissions, mask)
         mask = mask.to(device=emissions.device, dtype=torch.bool)
         dtype = torch.promote_types(emissions.dtype, torch.float32)
         em = emissions.to(dtype).masked_fill(~mask.unsqueeze(2), 0.0)
         return em, mask
 
-    def _check_shapes(self, emissions: Tensor, mask: Tensor) -> None:
+    def check_shapes(self, emissions: Tensor, mask: Tensor) -> None:
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
             raise ValueError(
                 f"emissions must be (batch, length, {self.num_tags}), got {tuple(emissions.shape)}"
@@ -213,7 +189,7 @@ class CRF(nn.Module):
         return score + end[last_tags]
 
 
-def _viterbi(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> tuple[Tensor, Tensor]:
+def viterbi(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> tuple[Tensor, Tensor]:
     """:meth:`CRF.decode` on prepared emissions (padding zeroed) and parameters of their dtype."""
     batch, length, num_tags = em.shape
     identity = torch.arange(num_tags, device=em.device).expand(batch, num_tags)
@@ -239,7 +215,7 @@ def _viterbi(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor
     return paths, best_score
 
 
-def _marginals(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> Tensor:
+def marginal_probabilities(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> Tensor:
     """:meth:`CRF.marginals` on prepared emissions and parameters of their dtype."""
     alphas = CRF._forward_alphas(em, mask, trans, start)
     betas = CRF._backward_betas(em, mask, trans, end)
@@ -247,42 +223,3 @@ def _marginals(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tens
     log_marg = alphas + betas - log_z[:, None, None]
     return log_marg.exp().masked_fill(~mask.unsqueeze(2), 0.0)
 
-
-def cpu_best_paths_of_arrays(
-    emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray,
-    with_confidence: bool = True,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Best tag ids ``(B, L)`` (0 beyond each length) and ``P(y_t = path_t | x)`` ``(B, L)``
-    float32 (None with ``with_confidence=False``) for NumPy arrays: the CPU's one decoding kernel
-    (:mod:`textorch.models.crf_compiled`), shared by the PyTorch and ONNX engines.
-
-    The reference recursions above, in float64, take over where the kernel cannot: for the rows
-    whose scores are so far apart that its scaled recursion underflows, and for every row where
-    Numba is missing or switched off. Values past each row's length are never read."""
-    em = emissions.astype(np.float64, copy=False)
-    trans, start, end = (a.astype(np.float64, copy=False) for a in (trans, start, end))
-    lengths = np.asarray(lengths)
-    kernel = compiled_decoder()
-    if kernel is None:
-        return _reference_best_paths(em, lengths, trans, start, end, with_confidence)
-    paths, confidence, failed = compiled_decode(kernel, em, lengths, trans, start, end, with_confidence)
-    if confidence is not None and failed.any():
-        rows = np.flatnonzero(failed)
-        confidence[rows] = _reference_best_paths(em[rows], lengths[rows], trans, start, end, True, paths[rows])[1]
-    return paths, confidence
-
-
-def _reference_best_paths(
-    em: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray, with_confidence: bool,
-    paths: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """:func:`cpu_best_paths_of_arrays` by the log-space recursions (float64 arrays in), for
-    ``paths`` when given (confidences of the kernel's paths), else for the Viterbi paths."""
-    mask = torch.from_numpy(np.arange(em.shape[1])[None, :] < lengths[:, None])
-    em_t = torch.from_numpy(np.ascontiguousarray(em)).masked_fill(~mask.unsqueeze(2), 0.0)
-    params = [torch.from_numpy(np.ascontiguousarray(a)) for a in (trans, start, end)]
-    chosen = _viterbi(em_t, mask, *params)[0] if paths is None else torch.from_numpy(paths)
-    if not with_confidence:
-        return chosen.numpy(), None
-    confidence = _marginals(em_t, mask, *params).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-    return chosen.numpy(), confidence.to(torch.float32).numpy()

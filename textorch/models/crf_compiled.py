@@ -3,8 +3,10 @@
 Why compiled: a tagging batch is a few hundred numbers per time step, so array libraries (PyTorch
 or NumPy) spend their time dispatching a dozen operations per step, not computing. The same
 recursions as plain loops, compiled by Numba, are the CPU's one decoding kernel
-(:func:`textorch.models.crf.cpu_best_paths_of_arrays`); the PyTorch CRF of
-:mod:`textorch.models.crf` stays the reference, for training, GPUs and the tests.
+(:func:`cpu_best_paths_of_arrays`, for the PyTorch and ONNX engines; :func:`best_paths` for a
+:class:`~textorch.models.crf.CRF`'s tensors), taken where a call's routes say so
+(``CpuRoutes.crf_kernel``); the PyTorch CRF of :mod:`textorch.models.crf` stays the reference, for
+training, GPUs and the tests, and knows nothing of this module.
 
 Loading it is not free: importing Numba and loading the kernel from Numba's cache costs a
 process's first tagging call a fraction of a second (more the very first time, when it
@@ -22,6 +24,9 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+import torch
+
+from textorch.models.crf import CRF, marginal_probabilities, viterbi
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +35,7 @@ DISABLE_ENV = "TEXTORCH_DISABLE_NUMBA"
 
 UNDERFLOW = 1e-200
 """A forward or backward total below this is treated as underflow: that row's confidences are
-then recomputed in log space (:func:`textorch.models.crf.cpu_best_paths_of_arrays`)."""
+then recomputed in log space (:func:`cpu_best_paths_of_arrays`)."""
 
 
 def _decode_rows(em, lengths, trans, start, end, with_confidence, paths, confidence, underflow):  # noqa: ANN001
@@ -206,3 +211,58 @@ def decode(
     if not with_confidence:
         return paths, None, failed
     return paths, confidence.astype(np.float32), failed
+
+
+def best_paths(crf: CRF, emissions: torch.Tensor, lengths: torch.Tensor,
+               with_confidence: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``crf``'s :meth:`~textorch.models.crf.CRF.best_paths_with_confidence` on the CPU, for rows of
+    ``lengths`` (>= 1, a CPU tensor): :func:`cpu_best_paths_of_arrays`, which never reads past a
+    row's length, so ``emissions`` may hold anything there (and be a strided view)."""
+    if emissions.dim() != 3 or emissions.size(2) != crf.num_tags or lengths.shape != emissions.shape[:1]:
+        raise ValueError(f"emissions must be (batch, length, {crf.num_tags}) with one length per row, got "
+                         f"{tuple(emissions.shape)} and {tuple(lengths.shape)} lengths")
+    paths, confidence = cpu_best_paths_of_arrays(
+        emissions.detach().float().numpy(), lengths.numpy(), crf.transitions.detach().numpy(),
+        crf.start_transitions.detach().numpy(), crf.end_transitions.detach().numpy(), with_confidence,
+    )
+    return torch.from_numpy(paths), None if confidence is None else torch.from_numpy(confidence)
+
+
+def cpu_best_paths_of_arrays(
+    emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray,
+    with_confidence: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Best tag ids ``(B, L)`` (0 beyond each length) and ``P(y_t = path_t | x)`` ``(B, L)``
+    float32 (None with ``with_confidence=False``) for NumPy arrays: the CPU's one decoding kernel,
+    shared by the PyTorch and ONNX engines.
+
+    The reference recursions (:mod:`textorch.models.crf`), in float64, take over where the kernel
+    cannot: for the rows whose scores are so far apart that its scaled recursion underflows, and
+    for every row where Numba is missing or switched off. Values past each row's length are never read."""
+    em = emissions.astype(np.float64, copy=False)
+    trans, start, end = (a.astype(np.float64, copy=False) for a in (trans, start, end))
+    lengths = np.asarray(lengths)
+    kernel = compiled_decoder()
+    if kernel is None:
+        return _reference_best_paths(em, lengths, trans, start, end, with_confidence)
+    paths, confidence, failed = decode(kernel, em, lengths, trans, start, end, with_confidence)
+    if confidence is not None and failed.any():
+        rows = np.flatnonzero(failed)
+        confidence[rows] = _reference_best_paths(em[rows], lengths[rows], trans, start, end, True, paths[rows])[1]
+    return paths, confidence
+
+
+def _reference_best_paths(
+    em: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray, with_confidence: bool,
+    paths: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`cpu_best_paths_of_arrays` by the log-space recursions (float64 arrays in), for
+    ``paths`` when given (confidences of the kernel's paths), else for the Viterbi paths."""
+    mask = torch.from_numpy(np.arange(em.shape[1])[None, :] < lengths[:, None])
+    em_t = torch.from_numpy(np.ascontiguousarray(em)).masked_fill(~mask.unsqueeze(2), 0.0)
+    params = [torch.from_numpy(np.ascontiguousarray(a)) for a in (trans, start, end)]
+    chosen = viterbi(em_t, mask, *params)[0] if paths is None else torch.from_numpy(paths)
+    if not with_confidence:
+        return chosen.numpy(), None
+    confidence = marginal_probabilities(em_t, mask, *params).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    return chosen.numpy(), confidence.to(torch.float32).numpy()

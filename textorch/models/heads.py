@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from textorch.models import cpu_routes, crf_compiled
 from textorch.models.crf import CRF
 
 
@@ -39,8 +40,14 @@ class CRFHead(nn.Module):
 
     def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True,
                extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Best label ids (B, L) and, per token, the posterior probability of that label."""
-        return self.crf.best_paths_with_confidence(emission_sum(self.emissions(h), extra), mask, with_scores)
+        """Best label ids (B, L) and, per token, the posterior probability of that label: by the
+        compiled kernel where the call's routes take it (``CpuRoutes.crf_kernel``) and it serves
+        the tensors (CPU, no gradients), else by the reference CRF."""
+        emissions = emission_sum(self.emissions(h), extra)
+        if cpu_routes.current().crf_kernel and emissions.device.type == "cpu" and not emissions.requires_grad:
+            self.crf.check_shapes(emissions, mask)  # the kernel never reads padded positions
+            return crf_compiled.best_paths(self.crf, emissions, mask.to(torch.int64).sum(dim=1), with_scores)
+        return self.crf.best_paths_with_confidence(emissions, mask, with_scores)
 
 
 class SoftmaxHead(nn.Module):

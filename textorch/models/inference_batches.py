@@ -13,8 +13,9 @@ Outputs are unchanged: every sequence is run on its own row, whatever else share
 Measurements: docs/performance.md.
 
 ``batch_size`` keeps its meaning, the most sequences one network call takes: groups are
-parts of a batch, never larger. Only CPU inference of models without a transformer is cut (the
-costs were measured there; a tagging transformer's windows are grouped by
+parts of a batch, never larger. Whether and at what costs a call's batches are cut is one of its
+CPU routes (:func:`textorch.models.cpu_routes.decide`: CPU inference of models without a
+transformer, where the costs were measured; a tagging transformer's windows are grouped by
 :meth:`textorch.models.transformer.TransformerEmbedder.windows`).
 """
 
@@ -26,14 +27,13 @@ import numpy as np
 import torch
 
 from textorch.data.batching import sorted_batches
-from textorch.models import costs as cost_constants
 from textorch.models.costs import GroupCosts
 from textorch.models.length_groups import length_groups
 
 
 def inference_batches(lengths: Sequence[int], batch_size: int, costs: GroupCosts | None) -> list[list[int]]:
     """Positions into ``lengths`` in batches of at most ``batch_size``, sorted by length; each
-    batch cut where ``costs`` (:func:`group_costs`; None: never) says that pays."""
+    batch cut where ``costs`` (the call's ``CpuRoutes.batch_groups``; None: never) says that pays."""
     if len(lengths) == 1:  # one-sequence calls (a server's lone requests)
         return [[0]]
     batches = sorted_batches(lengths, batch_size)
@@ -49,11 +49,3 @@ def inference_batches(lengths: Sequence[int], batch_size: int, costs: GroupCosts
             cut += [[batch[k] for k in group.tolist()] for group in groups]
     return cut
 
-
-def group_costs(device: torch.device, has_transformer: bool, engine_costs: GroupCosts | None = None) -> GroupCosts | None:
-    """What cutting a batch costs for this model: None (no cuts) on GPUs and for transformers,
-    where nothing was measured; an engine's own figures (the ONNX engine's calls cost less)
-    when it has some; else :data:`textorch.models.costs.INFERENCE_GROUP_COSTS`."""
-    if device.type != "cpu" or has_transformer:
-        return None
-    return engine_costs or cost_constants.INFERENCE_GROUP_COSTS

@@ -13,9 +13,10 @@ labels and scores are the batch route's bit for bit (tested). It serves only wha
 * at call time, float32 CPU inference where the LSTM's laid-out weights serve the call
   (:func:`textorch.models.onednn_lstm.run_dtype`), as every one-sequence call runs (``BF16_MIN_ROWS``).
 
-Anywhere else :meth:`OneSequenceTagger.decode` answers None and the batch route runs. The
-labeler's ``one_sequence_route`` attribute switches this route off (to measure it, or to rule it
-out when chasing a difference).
+Anywhere else :meth:`OneSequenceTagger.decode` answers None and the batch route runs. Whether a
+call may take this route at all is one of its CPU routes (``CpuRoutes.one_sequence``,
+:mod:`textorch.models.cpu_routes`; switched off to measure it, or to rule it out when chasing a
+difference); the CRF step follows the call's ``crf_kernel`` route as the batch route's does.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from torch import nn
 
 from textorch.data.encoding import EncodedSequence
 from textorch.data.word_table import WordTable
-from textorch.models import onednn_lstm
+from textorch.models import crf_compiled, onednn_lstm
+from textorch.models.cpu_routes import CpuRoutes
 from textorch.models.embedders import Embedder
 from textorch.models.encoders import RecurrentEncoder
 from textorch.models.heads import CRFHead
@@ -58,12 +60,13 @@ class OneSequenceTagger:
 
     def decode(
         self, item: EncodedSequence, word_table: WordTable | None, token_vectors: torch.Tensor | None,
-        with_scores: bool = True,
+        with_scores: bool, routes: CpuRoutes,
     ) -> tuple[list[int], list[float] | None] | None:
         """Label ids and confidences (None without ``with_scores``) of one sequence of ``T >= 1``
-        tokens, as ``SequenceTagger.decode`` gives them for a batch of it; None where this route
-        does not serve the call (then the batch route must). ``token_vectors``: the call's
-        character vectors by type id (``EncodedData.token_vectors``)."""
+        tokens, as ``SequenceTagger.decode`` gives them for a batch of it under ``routes`` (the
+        call's, which took this route); None where this route does not serve the call (then the
+        batch route must). ``token_vectors``: the call's character vectors by type id
+        (``EncodedData.token_vectors``)."""
         x = self._embedded(item, word_table, token_vectors)
         if x is None or onednn_lstm.run_dtype(self.rnn, x) is not torch.float32:
             return None
@@ -72,7 +75,11 @@ class OneSequenceTagger:
             if item.template_rows is None:
                 return None
             emissions = emissions + self.template_emissions(torch.from_numpy(item.template_rows[None]))
-        paths, scores = self.head.crf.cpu_best_paths(emissions, torch.tensor([len(item)]), with_scores)
+        if routes.crf_kernel:
+            paths, scores = crf_compiled.best_paths(self.head.crf, emissions, torch.tensor([len(item)]), with_scores)
+        else:
+            paths, scores = self.head.crf.best_paths_with_confidence(emissions, torch.ones(1, len(item), dtype=torch.bool),
+                                                                     with_scores)
         return paths[0].tolist(), None if scores is None else scores[0].tolist()
 
     def _embedded(

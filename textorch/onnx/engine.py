@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.models.crf import cpu_best_paths_of_arrays
+from textorch.models.crf_compiled import cpu_best_paths_of_arrays
 from textorch.models.heads import CRFHead
 from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
 from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE, source_checksum
@@ -53,7 +53,7 @@ class OnnxRunner(_Session):
     """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime.
 
     Emissions stay NumPy arrays from the session to the CRF
-    (:func:`textorch.models.crf.cpu_best_paths_of_arrays`, the kernel the PyTorch engine runs on the CPU) with the CRF parameters read once: on
+    (:func:`textorch.models.crf_compiled.cpu_best_paths_of_arrays`, the kernel the PyTorch engine runs on the CPU) with the CRF parameters read once: on
     one-sentence calls the tensor round trips cost as much as the CRF itself.
     """
 

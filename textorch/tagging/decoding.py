@@ -2,7 +2,8 @@
 chooses the network's runner and routes.
 
 Apart from :class:`~textorch.tagging.labeler.SequenceLabeler`, which decides the route of a call
-(one-sequence route, batches, their share per process) and then runs its batches here.
+(its CPU routes, :func:`textorch.models.cpu_routes.decide`; batches, their share per process) and
+then runs its batches here, under those routes.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from textorch.data.splits import cut_long_sequences
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.eval.metrics import EntityCounts
-from textorch.models.inference_batches import group_costs, inference_batches
+from textorch.models.cpu_routes import FAST, CpuRoutes, decide, taking
+from textorch.models.inference_batches import inference_batches
 from textorch.models.costs import batch_precision
 from textorch.runtime.precision import inference_autocast
 from textorch.models.one_sequence import OneSequenceTagger
@@ -97,9 +98,10 @@ class SequenceLabeler:
         :mod:`textorch.runtime.precision`)."""
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
-        self.one_sequence_route = True
-        """Tag a call of one sequence through :class:`OneSequenceTagger` where it serves the model
-        (the batch route's results, without a batch); False: always the batch route."""
+        self.routes: CpuRoutes = FAST
+        """The CPU fast paths tagging calls may take (:mod:`textorch.models.cpu_routes`; each call
+        decides from these and its facts, once); ``FAST.without("one_sequence")``, say, to rule
+        one out, :data:`~textorch.models.cpu_routes.REFERENCE` for none."""
         self._routes = ModelRoutes()
         """The model's character encoder and one-sequence route, found once per model object."""
         self._calls = WordTableCalls()
@@ -227,27 +229,28 @@ class SequenceLabeler:
         if self.model.training:  # eval() walks every submodule, which one-sequence calls notice
             self.model.eval()
         lengths = data.lengths()
-        nonempty = [i for i, n in enumerate(lengths) if n > 0]
-        label_items = self.encoder.labels.items
         runner = runner_for(self.runner, sum(lengths))
-        if runner is None and len(lengths) == 1 and ctx.world_size == 1:
-            single = self._tag_one_sequence(data, with_scores)
-            if single is not None:
-                return [single]
-        costs = group_costs(self.device, self.transformer is not None, getattr(runner, "group_costs", None))
-        batches = [[nonempty[j] for j in chunk]
-                   for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, costs)]
+        routes = decide(self.routes, self.device, self.transformer is not None, getattr(runner, "group_costs", None),
+                        torch_runs=runner is None)
+        nonempty = [i for i, n in enumerate(lengths) if n > 0]
         local: list[tuple[int, Prediction]] = []
-        if ctx.is_main:
-            local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]
-        mine = my_batches(batches, ctx)
-        token_vectors = None
-        precision = "fp32" if runner is not None else self.precision
-        if runner is None and mine:
-            with inference_autocast(batch_precision(precision, len(nonempty)), self.device):
-                token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
-        local += decode_batches(runner or self.model, data, mine, token_vectors, precision, self.device, label_items,
-                                with_scores, char_rows=runner is None)
+        with taking(routes):  # the network's layers read the call's routes (cpu_routes.current)
+            if routes.one_sequence and len(lengths) == 1 and ctx.world_size == 1:
+                single = self._tag_one_sequence(data, with_scores, routes)
+                if single is not None:
+                    return [single]
+            batches = [[nonempty[j] for j in chunk]
+                       for chunk in inference_batches([lengths[i] for i in nonempty], batch_size, routes.batch_groups)]
+            if ctx.is_main:
+                local += [(i, Prediction([], [] if with_scores else None)) for i, n in enumerate(lengths) if n == 0]
+            mine = my_batches(batches, ctx)
+            token_vectors = None
+            precision = "fp32" if runner is not None else self.precision
+            if runner is None and mine:
+                with inference_autocast(batch_precision(precision, len(nonempty)), self.device):
+                    token_vectors = data.token_vectors(self._char_encoder(), self.device, self.token_vector_cache)
+            local += decode_batches(runner or self.model, data, mine, token_vectors, precision, self.device,
+                                    self.encoder.labels.items, with_scores, char_rows=runner is None)
         if gather and ctx.world_size > 1:
             return gather_in_order(local, len(lengths), ctx)
         return place(local, len(lengths))
@@ -259,16 +262,15 @@ class SequenceLabeler:
         tagging call loads it."""
         return preload_crf_decoder(self.model, self.device, self.transformer is not None)
 
-    def _tag_one_sequence(self, data: EncodedData, with_scores: bool) -> Prediction | None:
+    def _tag_one_sequence(self, data: EncodedData, with_scores: bool, routes: CpuRoutes) -> Prediction | None:
         """The prediction for a call of one sequence through its :class:`OneSequenceTagger`, or
-        None where that route does not serve it."""
+        None where that route does not serve it (a call whose ``routes`` take it)."""
         item = data.encoded[0]
         encoder, route = self._model_routes()
-        if (route is None or not self.one_sequence_route or self.device.type != "cpu" or not len(item)
-                or batch_precision(self.precision, 1) != "fp32"):
+        if route is None or not len(item) or batch_precision(self.precision, 1) != "fp32":
             return None
         token_vectors = data.token_vectors(encoder, self.device, self.token_vector_cache)
-        decoded = route.decode(item, data.word_table, token_vectors, with_scores)
+        decoded = route.decode(item, data.word_table, token_vectors, with_scores, routes)
         if decoded is None:
             return None
         labels = self.encoder.labels.items
