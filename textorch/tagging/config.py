@@ -11,11 +11,15 @@ from dataclasses import dataclass
 
 from textorch.errors import ConfigError
 from textorch.models.architectures import (
+    ARCHITECTURES,
     RNN_TAGGER_V3,
     TRANSFORMER_V2,
     get_architecture,
 )
-from textorch.train.config import PRECISIONS, TrainConfig, from_dict, to_dict
+from textorch.train.config import BERT_GROUP, PRECISIONS, TrainConfig, from_dict, option, to_dict
+
+WORD_LOOKUPS = ("exact_or_lower", "delft")
+DATA_FORMATS = ("conll", "grobid")
 
 TASK = "sequence_labelling"
 """The task a tagger's model directory names, checked when it is loaded."""
@@ -27,7 +31,9 @@ __all__ = ["PRECISIONS", "DataConfig", "ModelConfig", "TrainConfig", "from_dict"
 class ModelConfig:
     """Network shape. Defaults are DeLFT's for the BiLSTM family."""
 
-    architecture: str = "BidLSTM_CRF"
+    architecture: str = option(
+        "BidLSTM_CRF", "model architecture (default: {default}; see 'textorch seq architectures')",
+        choices=ARCHITECTURES, metavar="NAME")
     char_dim: int = 25
     """Character embedding size."""
     char_hidden: int = 25
@@ -41,16 +47,22 @@ class ModelConfig:
     """Embedding size of each categorical feature column."""
     feature_output_dim: int = 32
     """Size of the projected feature channel."""
-    dropout: float = 0.5
+    dropout: float = option(0.5, "dropout")
     max_char_length: int = 30
     """Characters of a token seen by the character encoder."""
-    transformer: str | None = None
+    transformer: str | None = option(
+        None, "Hugging Face model directory, transformers-registry name or hub name (required by BERT*)",
+        metavar="PATH", group=BERT_GROUP)
     """BERT family: local Hugging Face model directory, transformers-registry name or hub name."""
-    transformer_window: int = 0
+    transformer_window: int = option(
+        0, "sub-tokens per encoder window, special tokens included (default: {default}, the encoder's limit)",
+        metavar="N", group=BERT_GROUP)
     """Sub-tokens per encoder window, special tokens included (0: the encoder's limit)."""
-    transformer_stride: int = 0
+    transformer_stride: int = option(
+        0, "sub-tokens between the starts of overlapping windows (default: {default}, half a window)",
+        metavar="N", group=BERT_GROUP)
     """Sub-tokens between the starts of consecutive windows (0: half a window)."""
-    transformer_dropout: float = 0.1
+    transformer_dropout: float = option(0.1, "dropout on the word vectors of BERT* models", group=BERT_GROUP)
     """Dropout on the BERT family's word vectors (``dropout`` is for the recurrent family)."""
     word_layers: int = 1
     """Stacked bidirectional layers of the word-level encoder (DeLFT's BidGRU_CRF has two)."""
@@ -66,7 +78,9 @@ class ModelConfig:
     over the feature columns, final states of both directions (DeLFT 1.x; ``feature_output_dim``
     is then twice its units)."""
 
-    crf_template: str | None = None
+    crf_template: str | None = option(
+        None, "*_TEMPLATE models: a CRF++ template (GROBID's MODEL.crf-template) whose features feed the emissions "
+              "(default: generated from the data's columns)", metavar="FILE")
     """``_TEMPLATE`` architectures: a CRF++ template file (GROBID's ``MODEL.crf-template``) whose
     unigram features feed the emissions; None generates one from the training data's columns.
     The template is saved with the model."""
@@ -123,16 +137,24 @@ class ModelConfig:
 class DataConfig:
     """How the input is read and which external resources feed the model."""
 
-    format: str | None = None
+    format: str | None = option(None, "input format (default: detected)", choices=DATA_FORMATS)
     """``conll`` or ``grobid``; None detects it from the file."""
-    embeddings: str = "none"
+    embeddings: str = option("none", "registry name, path to a GloVe/word2vec/fastText file, or none (default)")
     """Registry name, path of a GloVe/word2vec/fastText file, or ``none``."""
-    feature_columns: str | None = None
+    feature_columns: str | None = option(
+        None, "GROBID feature columns for *_FEATURES models, e.g. 9-15 (default: chosen from the data)",
+        aliases=("--features-indices",))
     """GROBID feature columns for the feature channel, e.g. ``9-15``; None chooses from the data."""
-    feature_vocabulary_size: int = 32
+    feature_vocabulary_size: int = option(
+        32, "when choosing feature columns from the data: the most distinct values of a feature column",
+        aliases=("--features-vocabulary-size",), metavar="N")
     """When choosing from the data: the most distinct values a column may have to be a feature
     (``textorch grobid`` uses DeLFT's ``features_vocabulary_size``, 12)."""
-    word_lookup: str = "exact_or_lower"
+    word_lookup: str = option(
+        "exact_or_lower", "how a token finds its word vector: exact_or_lower (the token, else its lower case; "
+                          "default) or delft (digits to 0, then the exact form only: DeLFT's rule, which "
+                          "'export onnx --layout delft' needs, since DeLFT's Java runner looks words up so)",
+        choices=WORD_LOOKUPS)
     """How a token finds its word vector: ``exact_or_lower`` (the token, else its lower case,
     else zeros) or ``delft`` (digits replaced by 0, then the exact form only, else zeros: what
     DeLFT 1.x does, kept by models imported from it)."""
@@ -140,7 +162,7 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.feature_vocabulary_size < 1:
             raise ConfigError(f"--feature-vocabulary-size must be >= 1, got {self.feature_vocabulary_size}")
-        if self.word_lookup not in ("exact_or_lower", "delft"):
+        if self.word_lookup not in WORD_LOOKUPS:
             raise ConfigError(f"word_lookup must be 'exact_or_lower' or 'delft', got {self.word_lookup!r}")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from textorch.errors import ConfigError
@@ -10,65 +10,91 @@ from textorch.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 LR_SCHEDULES = ("constant", "linear")
+BERT_GROUP = "BERT architectures"
+"""Title of the command-line option group of the transformer settings."""
+
+
+def option(default: Any, help: str, **cli: Any) -> Any:
+    """A config field that is also a command-line option, with its CLI facts beside its default.
+
+    The facts are plain data in ``metadata["cli"]`` (so the layers below the CLI stay free of it):
+    ``help``, where ``{default}`` marks the place of the default, else ``(default: X)`` is appended
+    unless the text already speaks of its default or the default is None; optionally ``aliases``
+    (option strings besides ``--field-name``), ``choices``, ``metavar`` and ``group`` (an argument
+    group's title). ``textorch.cli.config_options`` turns them into options and back into configs,
+    so that a default is written once, here.
+    """
+    return field(default=default, metadata={"cli": {"help": help, **cli}})
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation and data splitting."""
 
-    batch_size: int = 32
+    batch_size: int = option(32, "global batch size")
     """Global batch size: the same meaning whatever the number of devices."""
-    learning_rate: float = 0.001
-    max_epoch: int = 50
-    patience: int = 5
+    learning_rate: float = option(0.001, "Adam learning rate; for BERT* the rate of the layers above the transformer")
+    max_epoch: int = option(50, "maximum epochs")
+    patience: int = option(5, "early-stopping patience in epochs")
     """Epochs without improvement of validation F1 before stopping."""
-    early_stop: bool = True
-    clip_grad: float = 5.0
+    early_stop: bool = option(True, "stop on validation F1")
+    clip_grad: float = option(5.0, "gradient norm clipping")
     """Maximum gradient norm (0 disables clipping)."""
-    lr_decay: float = 1.0
+    lr_decay: float = option(1.0, "multiply the learning rate by this when validation F1 has not improved for more "
+                             "than --lr-decay-patience epochs (1: constant; default: {default})", metavar="FACTOR")
     """Factor the learning rate is multiplied by when validation F1 has not improved for more than
     ``lr_decay_patience`` epochs in a row (1: a constant rate). Applies where the optimizer has no
     schedule of its own (not the BERT family's warm-up and decay)."""
-    lr_decay_patience: int = 2
-    bucket_batches: int = 10
+    lr_decay_patience: int = option(2, "epochs without gain tolerated before a cut", metavar="EPOCHS")
+    bucket_batches: int = option(10, "batches per length bucket: more is faster, fewer gives more random batches")
     """Batches per length bucket: each epoch's shuffled sequences are cut into buckets of this
     many batches and sorted by length within each. More: less padding, so faster steps, but
     batches of near-equal lengths, which train worse models; 1 gives DeLFT's batches, drawn at
     random from the whole set (what ``textorch grobid`` uses: there buckets cost F1 against
     DeLFT, and the corpora are small enough to afford slower epochs; docs/performance.md). Batches that mix very different
     lengths run their word RNN in length groups (:func:`textorch.models.length_groups.length_groups`)."""
-    max_sequence_length: int = 0
+    max_sequence_length: int = option(0, "cut longer training sequences into pieces (default: {default}, no limit)")
     """Longer training sequences are cut into pieces of this many tokens (0: no limit)."""
-    seed: int = 42
+    seed: int = option(42, "random seed for splits, initialisation and batches")
     valid_fraction: float = 0.1
     """Share of the training data held out for early stopping when no --valid file is given."""
-    min_validation_sequences: int = 0
+    min_validation_sequences: int = option(
+        0, "validation data smaller than this joins the training data, which then trains for --max-epoch epochs "
+           "without early stopping (default: {default}, off)", metavar="N")
     """A share held out for early stopping must hold at least this many sequences; with less
     data, too few to tell epochs apart, the run trains on every sequence for ``max_epoch``
     epochs instead (0: always hold the share out)."""
-    steps_without_validation: int = 0
+    steps_without_validation: int = option(
+        0, "without validation data, train for about N optimizer steps (whole epochs, at most --max-epoch) "
+           "(default: {default}, --max-epoch epochs)", metavar="N")
     """A run with no validation data (none given, or a share too small to hold out) trains for
     about this many optimizer steps, in whole epochs and at most ``max_epoch``, with the
     ``linear`` schedule: with nothing to stop it, a fixed count of epochs would cost ten times
     more on ten times the data, a few dozen sequences need many epochs, and the last epoch is
     the model, which a rate falling to zero lets settle (0: ``max_epoch`` epochs at
     ``lr_schedule``)."""
-    lr_schedule: str = "constant"
+    lr_schedule: str = option(
+        "constant", "constant, or linear: the learning rate falls to zero over the run, for runs without validation "
+                    "whose last epoch is the model", choices=LR_SCHEDULES)
     """``constant``, or ``linear``: the rate falls linearly to zero over the run. Not for the
     BERT family, which has its own warm-up and decay."""
-    min_steps_per_epoch: int = 0
+    min_steps_per_epoch: int = option(
+        0, "lower the batch size where needed so that an epoch has at least N steps (default: {default}, off)", metavar="N")
     """The batch size is lowered, where needed, so that an epoch over the training data has at
     least this many steps: a few dozen sequences in batches of 20 give an epoch of 3 steps
     (0: keep ``batch_size``)."""
-    transformer_learning_rate: float = 5e-5
+    transformer_learning_rate: float = option(
+        5e-5, "AdamW rate of the transformer; --learning-rate drives the layers on top", group=BERT_GROUP)
     """BERT family: AdamW rate of the pre-trained encoder (``learning_rate`` drives the layers on top)."""
-    warmup_fraction: float = 0.1
+    warmup_fraction: float = option(0.1, "share of steps with rising rate before linear decay", group=BERT_GROUP)
     """BERT family: share of the training steps with a linearly rising rate, before linear decay to 0."""
     weight_decay: float = 0.01
     """BERT family: AdamW weight decay of the encoder's weight matrices."""
-    grad_accum: int = 1
+    grad_accum: int = option(
+        1, "process each global batch in K micro-batches (same result, less memory; default: {default})", metavar="K")
     """Micro-batches per optimizer step: the global batch is processed in this many pieces."""
-    precision: str = "fp32"
+    precision: str = option(
+        "fp32", "fp32, bf16 autocast (CPU or GPU) or fp16 autocast with gradient scaling (GPU)", choices=PRECISIONS)
     """``fp32``, ``bf16`` (autocast, CPU or GPU) or ``fp16`` (autocast with a gradient scaler, GPU only)."""
     tensorboard_dir: str | None = None
     """Write TensorBoard event files here, one scalar set per epoch (needs the ``tensorboard`` package)."""
