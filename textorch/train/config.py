@@ -41,7 +41,7 @@ class TrainConfig:
     clip_grad: float = option(5.0, "gradient norm clipping")
     """Maximum gradient norm (0 disables clipping)."""
     lr_decay: float = option(1.0, "multiply the learning rate by this when validation F1 has not improved for more "
-                             "than --lr-decay-patience epochs (1: constant; default: {default})", metavar="FACTOR")
+                             "than --lr-decay-patience epochs (1: a constant rate) (default: {default})", metavar="FACTOR")
     """Factor the learning rate is multiplied by when validation F1 has not improved for more than
     ``lr_decay_patience`` epochs in a row (1: a constant rate). Applies where the optimizer has no
     schedule of its own (not the BERT family's warm-up and decay)."""
