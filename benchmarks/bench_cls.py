@@ -1,9 +1,9 @@
 """Text classification on the shared corpora: fixed stratified split and seed, per-class F1.
 
 Usage (from the repository root):
-    .venv/bin/python benchmarks/bench_cls.py citations                       # gru, 10 epochs, 80/20
-    .venv/bin/python benchmarks/bench_cls.py licenses copyrights --seeds 1 2 3
-    .venv/bin/python benchmarks/bench_cls.py citations --architecture cnn --fold-count 5
+    .venv/bin/python -m benchmarks bench_cls citations                       # gru, 10 epochs, 80/20
+    .venv/bin/python -m benchmarks bench_cls licenses copyrights --seeds 1 2 3
+    .venv/bin/python -m benchmarks bench_cls citations --architecture cnn --fold-count 5
 
 Each run: the corpus is split 80/20 (stratified by class, seeded); 10 % of the 80 % is held out
 for validation unless --fold-count > 1; all --max-epoch epochs run (unless --patience is given)
@@ -20,9 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
+from benchmarks.common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
 
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier  # noqa: E402
 from textorch.tagging.config import TrainConfig  # noqa: E402

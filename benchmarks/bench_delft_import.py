@@ -9,8 +9,8 @@ Models, DeLFT's labels and the imported directories are kept under the bench wor
 reused by a later run (``--fresh`` trains again).
 
 Usage:
-    python benchmarks/bench_delft_import.py                 # every run below
-    python benchmarks/bench_delft_import.py --runs date:BidLSTM_CRF conll:BidLSTM_CRF
+    python -m benchmarks bench_delft_import                 # every run below
+    python -m benchmarks bench_delft_import --runs date:BidLSTM_CRF conll:BidLSTM_CRF
 """
 
 from __future__ import annotations
@@ -26,11 +26,9 @@ from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import delft_env
-from bench_data import prepare
-from common import local_transformer, machine, print_table, write_json
+from benchmarks import delft_env
+from benchmarks.bench_data import prepare
+from benchmarks.common import local_transformer, machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
 RUNS = [

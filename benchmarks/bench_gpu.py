@@ -6,9 +6,9 @@ and gathering are all in the measurement. Training speed is the second epoch's (
 includes warm-up); tagging speed is from ``--stats-json``.
 
 Usage (from the repository root):
-    .venv/bin/python benchmarks/bench_gpu.py                       # all GPUs, about 4 minutes
-    .venv/bin/python benchmarks/bench_gpu.py --devices 1 2 4 8 --batch-sizes 32 256
-    .venv/bin/python benchmarks/bench_gpu.py --device cpu --quick  # check the script on a CPU
+    .venv/bin/python -m benchmarks bench_gpu                       # all GPUs, about 4 minutes
+    .venv/bin/python -m benchmarks bench_gpu --devices 1 2 4 8 --batch-sizes 32 256
+    .venv/bin/python -m benchmarks bench_gpu --device cpu --quick  # check the script on a CPU
 
 Without a GPU, ``--device cpu`` measures CPU processes instead (gloo); those numbers say
 nothing about GPUs.
@@ -26,9 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import REPO, machine, print_table, write_json  # noqa: E402
+from benchmarks.common import REPO, machine, print_table, write_json  # noqa: E402
 
 import torch  # noqa: E402
 

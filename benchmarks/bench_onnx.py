@@ -4,7 +4,7 @@ Trains BidLSTM_CRF with the shared word2vec vectors on 90% of date-220311.train 
 seed), then evaluates the same model with the PyTorch engine, ONNX fp32 and ONNX int8.
 Writes benchmarks/results/onnx-date-seed{SEED}.json and prints a table.
 
-    .venv/bin/python benchmarks/bench_onnx.py [--epochs 10] [--seed 1]
+    .venv/bin/python -m benchmarks bench_onnx [--epochs 10] [--seed 1]
 """
 
 from __future__ import annotations

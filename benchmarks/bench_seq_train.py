@@ -1,9 +1,9 @@
 """Train BidLSTM_CRF on CoNLL-2003 or a GROBID corpus; print F1, time, tokens/s, peak memory.
 
 Usage (from the repository root):
-    .venv/bin/python benchmarks/bench_seq_train.py conll --max-epoch 3 --seeds 1
-    .venv/bin/python benchmarks/bench_seq_train.py date --seeds 1 2 3
-    .venv/bin/python benchmarks/bench_seq_train.py name-header --architecture BidLSTM_CRF_FEATURES
+    .venv/bin/python -m benchmarks bench_seq_train conll --max-epoch 3 --seeds 1
+    .venv/bin/python -m benchmarks bench_seq_train date --seeds 1 2 3
+    .venv/bin/python -m benchmarks bench_seq_train name-header --architecture BidLSTM_CRF_FEATURES
 
 The shared data and embeddings are found in ../shared (or TEXTORCH_SHARED_DATA /
 TEXTORCH_SHARED_EMBEDDINGS). The embeddings cache is built before timing starts.
@@ -17,9 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
+from benchmarks.common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402

@@ -7,8 +7,8 @@ been answered or ``--seconds`` have passed. Reported: requests/s, p50/p99 latenc
 number of requests per forward pass (from the server's /health counters).
 
 Usage (from the repository root):
-    .venv/bin/python benchmarks/bench_server.py
-    .venv/bin/python benchmarks/bench_server.py --clients 1 16 64 --windows 0 2 10 --requests 3000
+    .venv/bin/python -m benchmarks bench_server
+    .venv/bin/python -m benchmarks bench_server --clients 1 16 64 --windows 0 2 10 --requests 3000
 
 The clients run in this process (asyncio + httpx) and the server in another; on a small machine
 both compete for the same cores, so the figures are a lower bound for a dedicated server.
@@ -30,9 +30,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import REPO, machine, print_table, shared, write_json  # noqa: E402
+from benchmarks.common import REPO, machine, print_table, shared, write_json  # noqa: E402
 
 from textorch.data.readers import read_labelled  # noqa: E402
 

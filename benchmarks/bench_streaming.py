@@ -4,8 +4,8 @@ Streaming must keep peak memory flat whatever the input size: this tags generate
 each size (default 2M and 20M tokens) in a fresh process each and reports that process's peak
 RSS (``os.wait4``'s resource usage of the child) and wall time beside the tagging rate.
 
-    python benchmarks/bench_streaming.py                       # 2M and 20M tokens
-    python benchmarks/bench_streaming.py --tokens 200000 2000000
+    python -m benchmarks bench_streaming                       # 2M and 20M tokens
+    python -m benchmarks bench_streaming --tokens 200000 2000000
 
 The input is the GROBID date training file of ../shared repeated to N tokens (its gold label
 column is recognised and ignored), or, without ../shared, generated date sequences; it is
@@ -25,10 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from common import REPO, RESULTS, machine, print_table  # noqa: E402
+from benchmarks.common import REPO, RESULTS, machine, print_table  # noqa: E402
 
 
 def _source_blocks(workdir: Path) -> tuple[list[str], str]:
@@ -39,8 +36,7 @@ def _source_blocks(workdir: Path) -> tuple[list[str], str]:
         text = files[-1].read_text(encoding="utf-8")
         origin = str(files[-1])
     else:
-        sys.path.insert(0, str(REPO / "tests"))
-        from conftest import write_tiny_grobid
+        from tests.conftest import write_tiny_grobid  # the repository root is on sys.path under ``python -m``
 
         text = write_tiny_grobid(workdir / "generated.train", n=500).read_text(encoding="utf-8")
         origin = "generated date sequences (tests/conftest.py)"

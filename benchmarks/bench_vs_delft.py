@@ -1,10 +1,10 @@
 """textorch against DeLFT 1.2.0, on this machine, in the same run: one command, one table.
 
-    .venv/bin/python benchmarks/bench_vs_delft.py                    # full suite (30-40 min on a quiet machine)
-    .venv/bin/python benchmarks/bench_vs_delft.py --quick            # GROBID date only, one seed
-    .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping   # F1 at each system's defaults (hours)
-    .venv/bin/python benchmarks/bench_vs_delft.py --grobid-calls     # GROBID-sized calls through the DeLFT interface alone
-    .venv/bin/python benchmarks/bench_vs_delft.py --early-stopping --systems textorch,delft,wapiti --wapiti PATH
+    .venv/bin/python -m benchmarks bench_vs_delft                    # full suite (30-40 min on a quiet machine)
+    .venv/bin/python -m benchmarks bench_vs_delft --quick            # GROBID date only, one seed
+    .venv/bin/python -m benchmarks bench_vs_delft --early-stopping   # F1 at each system's defaults (hours)
+    .venv/bin/python -m benchmarks bench_vs_delft --grobid-calls     # GROBID-sized calls through the DeLFT interface alone
+    .venv/bin/python -m benchmarks bench_vs_delft --early-stopping --systems textorch,delft,wapiti --wapiti PATH
                                                         # each system at its defaults, Wapiti (GROBID's CRF) beside them
     make bench                                                       # the full suite
 
@@ -32,16 +32,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_data  # noqa: E402
-import delft_env  # noqa: E402
-import f1_bootstrap  # noqa: E402
-import wapiti_peer  # noqa: E402
-import wapiti_runner  # noqa: E402
-from bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
-from common import RESULTS, local_transformer, machine  # noqa: E402
-from runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
+from benchmarks import bench_data  # noqa: E402
+from benchmarks import delft_env  # noqa: E402
+from benchmarks import f1_bootstrap  # noqa: E402
+from benchmarks import wapiti_peer  # noqa: E402
+from benchmarks import wapiti_runner  # noqa: E402
+from benchmarks.bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
+from benchmarks.common import RESULTS, local_transformer, machine  # noqa: E402
+from benchmarks.runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
 
 from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
 

@@ -10,7 +10,7 @@ alternating which goes first, and reports old / new per row (medians over ``--ro
 A checkout from before the #29 layout has other module paths: the runner is copied into a
 temporary directory with its imports translated (``OLD_PATHS``).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/code_ab.py --old /tmp/old --rounds 3 \\
+    PYTHONPATH=. .venv/bin/python -m benchmarks code_ab --old /tmp/old --rounds 3 \\
         [--train-epochs 1] [--models conll name-header date]
 
 Writes ``benchmarks/results/code-ab-<old>-<new>.json`` and prints a table.

@@ -14,8 +14,8 @@ rewritten in the venv copy: it gains the benchmark word vectors from ``../shared
 and keeps its LMDB cache under the bench directory, never in ``../shared``.
 
 Usage:
-    python benchmarks/delft_env.py            # create or reuse, then check; prints the venv python
-    python benchmarks/delft_env.py --force    # rebuild from scratch
+    python -m benchmarks delft_env            # create or reuse, then check; prints the venv python
+    python -m benchmarks delft_env --force    # rebuild from scratch
 """
 
 from __future__ import annotations

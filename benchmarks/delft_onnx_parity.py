@@ -15,8 +15,8 @@ installed there on first use), textorch imports it (``textorch import-delft SRC 
   (must be <= 1e-4), and whether Viterbi over ``crf_params.json`` gives the same labels.
 
 Usage:
-    python benchmarks/delft_onnx_parity.py                        # the runs below
-    python benchmarks/delft_onnx_parity.py --runs date:BidLSTM_CRF --batch-size 16
+    python -m benchmarks delft_onnx_parity                        # the runs below
+    python -m benchmarks delft_onnx_parity --runs date:BidLSTM_CRF --batch-size 16
 """
 
 from __future__ import annotations
@@ -31,12 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import delft_env
-from bench_data import prepare
-from bench_delft_import import SEED, _limited, delft_side
-from common import machine, print_table, write_json
+from benchmarks import delft_env
+from benchmarks.bench_data import prepare
+from benchmarks.bench_delft_import import SEED, _limited, delft_side
+from benchmarks.common import machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -25,8 +25,14 @@ import contextlib  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
-from runner_common import add_calls_command, grobid_call_rows, read_calls
+# Started by path (``python benchmarks/delft_runner.py``) with DeLFT's own venv python, where the
+# ``benchmarks`` package is not importable: its own directory is then first on sys.path.
+if __package__:
+    from .runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions
+    from .runner_common import add_calls_command, grobid_call_rows, read_calls
+else:
+    from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions
+    from runner_common import add_calls_command, grobid_call_rows, read_calls
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -9,7 +9,7 @@ name-header and date) at batch 32 and 256 over their test files, 300 one-sequenc
 tokens and over tokens seen before, and a short training row (optimizer steps on a CoNLL-2003
 subset). Alternating in one process keeps a second job on the machine from favouring either.
 
-    PYTHONPATH=. python benchmarks/fast_path_ab.py --pairs 7 --first-call 3 [--paths one_sequence ...]
+    PYTHONPATH=. python -m benchmarks fast_path_ab --pairs 7 --first-call 3 [--paths one_sequence ...]
 
 The paths listed are those that earned their keep (issue #29); the ones removed were measured by
 this script as of commits a1d979a and 0b0a4db (docs/performance.md has the tables; there the
@@ -36,9 +36,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from textorch_runner import fresh_token_state  # noqa: E402
+from benchmarks.textorch_runner import fresh_token_state  # noqa: E402
 
 if TYPE_CHECKING:
     from textorch.models.cpu_routes import CpuRoutes

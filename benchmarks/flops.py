@@ -4,8 +4,8 @@ Compares the floating-point rate achieved by the BiLSTM-CRF forward pass (the ta
 the rate of a large matrix product on the same cores and threads: the practical ceiling of
 this CPU for fp32 work (the faster of PyTorch's BLAS and oneDNN, both printed). Prints one table and writes results/flops.json.
 
-    .venv/bin/python benchmarks/flops.py                 # CoNLL-2003 eng.testb, batches 1, 32, 256
-    .venv/bin/python benchmarks/flops.py --threads 1
+    .venv/bin/python -m benchmarks flops                 # CoNLL-2003 eng.testb, batches 1, 32, 256
+    .venv/bin/python -m benchmarks flops --threads 1
 
 Counting: recurrent layers are counted analytically (torch's FLOP counter does not see the
 fused CPU LSTM kernel): per token, direction and layer, 2 * gates * H * (I + H) multiply-adds
@@ -20,14 +20,11 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import machine, print_table, shared, write_json  # noqa: E402
+from benchmarks.common import machine, print_table, shared, write_json  # noqa: E402
 
 
 def matmul_gflops(n: int, repeats: int = 5, library: str = "mkl") -> float | None:

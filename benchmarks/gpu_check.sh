@@ -23,7 +23,7 @@ step "CUDA tests"
 timeout 150 $py -m pytest -q -p no:cacheprovider tests/train/test_cuda.py tests/models/test_crf.py -k cuda 2>&1 | tail -25 | tee "$out/tests.log"
 
 step "throughput"
-timeout 170 $py benchmarks/bench_gpu.py --devices 1 --sentences 8000 --transformer-sentences 3000 \
+timeout 170 $py -m benchmarks bench_gpu --devices 1 --sentences 8000 --transformer-sentences 3000 \
     --precisions fp32 bf16 --batch-sizes 32 256 2>&1 | grep -v "it/s]" | tee "$out/bench_gpu.log"
 cp benchmarks/results/bench_gpu.json "$out/" 2>/dev/null
 

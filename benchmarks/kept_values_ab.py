@@ -1,6 +1,6 @@
 """In-process A/B of what tagging keeps across calls.
 
-    .venv/bin/python benchmarks/kept_values_ab.py [--train FILE] [--test FILE] [--vectors FILE]
+    .venv/bin/python -m benchmarks kept_values_ab [--train FILE] [--test FILE] [--vectors FILE]
         [--sentences 300] [--rounds 12]
 
 Trains a default CoNLL-2003 tagger for one epoch on the first 600 sentences of ``--train`` (the
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import sys
 import tempfile
 import time
 import timeit
@@ -24,8 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from textorch.data.readers import read_conll  # noqa: E402
 from textorch.models import onednn_lstm  # noqa: E402

@@ -6,7 +6,7 @@ another job (same task, same seeds' splits) here. Runs are grouped by task and b
 ``system architecture`` (Wapiti: ``wapiti``); two groups are compared on the seeds both ran,
 whose gold labels must be the same (``gold_digest``).
 
-    .venv/bin/python benchmarks/pooled_f1.py results/A.json results/B.json ... [--output FILE]
+    .venv/bin/python -m benchmarks pooled_f1 results/A.json results/B.json ... [--output FILE]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-import f1_bootstrap
+from benchmarks import f1_bootstrap
 
 
 def _label(run: dict) -> str:

@@ -1,7 +1,7 @@
 """Where does textorch's time go? cProfile and torch.profiler on CoNLL-2003 tagging and training.
 
-    .venv/bin/python benchmarks/profile_seq.py tag      # predict eng.testb, batch 32 and one-sequence calls
-    .venv/bin/python benchmarks/profile_seq.py train    # one epoch on the first N sentences of eng.train
+    .venv/bin/python -m benchmarks profile_seq tag      # predict eng.testb, batch 32 and one-sequence calls
+    .venv/bin/python -m benchmarks profile_seq train    # one epoch on the first N sentences of eng.train
 
 Prints the top functions by cumulative and by own time (cProfile), then the top operators by
 self CPU time (torch.profiler), and writes the raw cProfile dump to
@@ -14,15 +14,11 @@ import argparse
 import cProfile
 import io
 import pstats
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import REPO, shared  # noqa: E402
+from benchmarks.common import REPO, shared  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402

@@ -8,7 +8,7 @@ frames from ``SequenceLabeler.tag`` to the kernel call (both included) and the d
 files they are in, then the frames themselves, and every textorch file with a function the call
 runs, so that two trees can be compared:
 
-    PYTHONPATH=. python benchmarks/route_frames.py /tmp/bit/m-conll [--cache-dir /tmp/bit/cache]
+    PYTHONPATH=. python -m benchmarks route_frames /tmp/bit/m-conll [--cache-dir /tmp/bit/cache]
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ an abuse answered otherwise than it must be), p99 latency of valid tag requests 
 server's resident memory. Exit status 1 when any round has a failure.
 
 Usage (from the repository root):
-    .venv/bin/python benchmarks/soak_server.py
-    .venv/bin/python benchmarks/soak_server.py --rounds 20 --requests 5000 --clients 64 --seconds 900
+    .venv/bin/python -m benchmarks soak_server
+    .venv/bin/python -m benchmarks soak_server --rounds 20 --requests 5000 --clients 64 --seconds 900
 """
 
 from __future__ import annotations
@@ -27,11 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from common import machine, print_table, write_json  # noqa: E402
-from server_abuse import (  # noqa: E402
+from benchmarks.common import machine, print_table, write_json  # noqa: E402
+from tests.server_abuse import (  # noqa: E402
     ServerProcess,
     build_requests,
     expected_answers,

@@ -1,6 +1,6 @@
 """Where a BiLSTM-CRF tagging call spends its time: the network's kernels against everything else.
 
-    .venv/bin/python benchmarks/tagging_anatomy.py --model DIR --test FILE [--batch-sizes 32 256]
+    .venv/bin/python -m benchmarks tagging_anatomy --model DIR --test FILE [--batch-sizes 32 256]
         [--stream 300] [--suite-json benchmarks/results/latest.json --job date-BidLSTM_CRF]
 
 For a saved model on the CPU (PyTorch engine, fp32, with confidences, as the suite's default
@@ -36,10 +36,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_table  # noqa: E402
-from common import machine, print_table, write_json  # noqa: E402
+from benchmarks import bench_table  # noqa: E402
+from benchmarks.common import machine, print_table, write_json  # noqa: E402
 
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402

@@ -28,8 +28,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions  # noqa: E402
-from runner_common import add_calls_command, grobid_call_rows, read_calls
+
+# Started by path (``python benchmarks/textorch_runner.py``, one fresh process per command, also on
+# an older tree by code_ab.py): its own directory is then first on sys.path. Imported as
+# ``benchmarks.textorch_runner`` by fast_path_ab.py and the tests.
+if __package__:
+    from .runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions
+    from .runner_common import add_calls_command, grobid_call_rows, read_calls
+else:
+    from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions
+    from runner_common import add_calls_command, grobid_call_rows, read_calls
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402

@@ -13,8 +13,8 @@ Two steps, in two environments (TensorFlow is never a textorch dependency):
    same tokens, and prints the label agreement (and exits 1 below 100 %).
 
 Usage:
-    TF/bin/python benchmarks/verify_keras_import.py keras --model DIR --work W
-    python benchmarks/verify_keras_import.py textorch --model DIR --work W
+    TF/bin/python -m benchmarks verify_keras_import keras --model DIR --work W
+    python -m benchmarks verify_keras_import textorch --model DIR --work W
 """
 
 from __future__ import annotations

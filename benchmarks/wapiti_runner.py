@@ -26,7 +26,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner_common import emit as _emit, write_predictions
+# Started by path (``python benchmarks/wapiti_runner.py``) by bench_vs_delft.py: its own directory is
+# then first on sys.path. Imported as ``benchmarks.wapiti_runner`` by bench_vs_delft.py and wapiti_peer.py.
+if __package__:
+    from .runner_common import emit as _emit, write_predictions
+else:
+    from runner_common import emit as _emit, write_predictions
 
 GROBID_TRAINING = ("-e", "0.00001", "-w", "20", "-i", "2000")
 """Epsilon, window and iteration cap of GROBID's ``WapitiTrainer`` (the rest: Wapiti's defaults,

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import pooled_f1  # noqa: E402
+from benchmarks import pooled_f1
 
 
 def _run(system: str, seed: int, counts: list[list[int]], digest: str = "g", task: str = "date") -> dict:
