@@ -12,6 +12,7 @@ benchmarks start by path in a fresh process (``RUNNERS``).
 from __future__ import annotations
 
 SUITE: dict[str, tuple[str, ...]] = {
+    "setup": ("prepare",),
     "peers": ("bench_vs_delft", "pooled_f1", "delft_env"),
     "features": (
         "bench_seq_train", "bench_cls", "bench_bert", "bench_onnx", "bench_server", "soak_server",
@@ -21,7 +22,8 @@ SUITE: dict[str, tuple[str, ...]] = {
     "diagnostics": ("flops", "profile_seq", "tagging_anatomy", "route_frames", "tagging_outputs"),
     "parity": ("bench_delft_import", "delft_onnx_parity", "verify_keras_import"),
 }
-"""Runnable benchmarks by kind: peers (textorch against DeLFT and Wapiti), features (one part of
+"""Runnable benchmarks by kind: setup (``prepare`` builds the saved models the A/B and
+diagnostic benchmarks time), peers (textorch against DeLFT and Wapiti), features (one part of
 textorch measured alone), ab (two code paths or trees side by side), diagnostics (where the time
 goes), parity (labels or outputs compared with DeLFT's or Keras's)."""
 

@@ -10,10 +10,11 @@ alternating which goes first, and reports old / new per row (medians over ``--ro
 A checkout from before the #29 layout has other module paths: the runner is copied into a
 temporary directory with its imports translated (``OLD_PATHS``).
 
-    PYTHONPATH=. .venv/bin/python -m benchmarks code_ab --old /tmp/old --rounds 3 \\
+    PYTHONPATH=. .venv/bin/python -m benchmarks code_ab --old OLD_CHECKOUT --rounds 3 \\
         [--train-epochs 1] [--models conll name-header date]
 
-Writes ``benchmarks/results/code-ab-<old>-<new>.json`` and prints a table.
+The models are the suite's seed-1 models (``suite_models``; ``python -m benchmarks prepare``
+builds them). Writes ``benchmarks/results/code-ab-<old>-<new>.json`` and prints a table.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.suite_models import cache_dir, model_dir, require_models
+
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("TEXTORCH_SHARED", HERE.parent.parent / "shared"))
 MODELS = {  # saved seed-1 models both trees can load, their test files and formats
-    "conll": ("/tmp/bit/m-conll", SHARED / "data/conll2003/eng.testb", "conll"),
-    "name-header": ("/tmp/bit/m-nh", SHARED / "data/grobid/name-header/name-header-251225.train", "grobid"),
-    "date": ("/tmp/bit/m-date", SHARED / "data/grobid/date/date-220311.train", "grobid"),
+    "conll": (str(model_dir("conll")), SHARED / "data/conll2003/eng.testb", "conll"),
+    "name-header": (str(model_dir("name-header")), SHARED / "data/grobid/name-header/name-header-251225.train", "grobid"),
+    "date": (str(model_dir("date")), SHARED / "data/grobid/date/date-220311.train", "grobid"),
 }
 TRAIN = {"conll": (SHARED / "data/conll2003/eng.train", SHARED / "data/conll2003/eng.testa",
                    SHARED / "data/conll2003/eng.testb", "conll")}
@@ -85,8 +88,9 @@ def main() -> None:
     parser.add_argument("--train-epochs", type=int, default=0, help="CoNLL-2003 training rows (0: none)")
     parser.add_argument("--train-precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--embeddings", default=str(SHARED / "embeddings/w2v-conll-grobid-100d.txt"))
-    parser.add_argument("--cache-dir", default="/tmp/bit/cache")
+    parser.add_argument("--cache-dir", default=str(cache_dir()))
     args = parser.parse_args()
+    require_models(args.models)
     new_tree = HERE.parent
     work = Path(tempfile.mkdtemp(prefix="code-ab-"))
     runners = {"new": (new_tree, HERE / "textorch_runner.py"), "old": (args.old.resolve(), runner_for(args.old, work))}

@@ -36,18 +36,16 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.textorch_runner import fresh_token_state  # noqa: E402
+from benchmarks.suite_models import AB_MODELS, CONLL_TRAIN, ab_test_file, cache_dir, model_dir, require_models, shared_data
+from benchmarks.textorch_runner import fresh_token_state
 
 if TYPE_CHECKING:
     from textorch.models.cpu_routes import CpuRoutes
 
-MODELS = {
-    "conll": ("/tmp/bit/m-conll", "/work/shared/data/conll2003/eng.testb"),
-    "name-header": ("/tmp/bit/m-nh", "/work/shared/data/grobid/name-header/name-header-251225.train"),
-    "date": ("/tmp/bit/m-date", "/work/shared/data/grobid/date/date-220311.train"),
-}
-TRAIN_FILE = "/work/shared/data/conll2003/eng.train"
-CACHE_DIR = "/tmp/bit/cache"
+MODELS = {name: (str(model_dir(name)), str(ab_test_file(name))) for name in AB_MODELS}
+"""The suite's seed-1 models and their test files (``python -m benchmarks prepare`` builds the models)."""
+TRAIN_FILE = str(shared_data(CONLL_TRAIN))
+CACHE_DIR = str(cache_dir())
 ONE_SEQUENCE_CALLS = 300
 INFERENCE_ROWS = ("batch32", "batch256", "one-new", "one-seen")
 
@@ -190,6 +188,7 @@ def main() -> None:
     parser.add_argument("--first-call", type=int, default=0, help="fresh processes per CRF kernel (0: skip)")
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
+    require_models(list(MODELS))
     torch.set_num_threads(1)
     from textorch.models.crf_compiled import preload
 

@@ -12,6 +12,9 @@ conll=${2:-../shared/data/conll2003}
 vectors=${3:-../shared/embeddings/w2v-conll-grobid-100d.txt}
 py=${PYTHON:-python3}
 mkdir -p "$out"
+# The CoNLL-2003 model, its embeddings cache and tagged output: scratch, removed at the end (not in OUT_DIR).
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 step() { echo "=== $1 ($(date +%T))"; }
 
@@ -30,12 +33,12 @@ cp benchmarks/results/bench_gpu.json "$out/" 2>/dev/null
 if [ -f "$conll/eng.train" ] && [ -f "$vectors" ]; then
     step "CoNLL-2003 BidLSTM_CRF on the GPU (2 epochs)"
     timeout 140 $py -m textorch.cli.main seq train-eval --train "$conll/eng.train" --valid "$conll/eng.testa" \
-        --test "$conll/eng.testb" --embeddings "$vectors" --cache-dir /tmp/textorch-cache --max-epoch 2 \
-        --early-stop false --device cuda --output /tmp/conll-model --metrics-json "$out/conll-metrics.json" 2>&1 \
+        --test "$conll/eng.testb" --embeddings "$vectors" --cache-dir "$scratch/textorch-cache" --max-epoch 2 \
+        --early-stop false --device cuda --output "$scratch/conll-model" --metrics-json "$out/conll-metrics.json" 2>&1 \
         | grep -v "it/s]" | tail -12 | tee "$out/conll.log"
     for batch in 32 256; do
-        timeout 40 $py -m textorch.cli.main seq tag --model /tmp/conll-model --input "$conll/eng.testb" --input-format conll \
-            --output /tmp/tagged.conll --device cuda --batch-size $batch --cache-dir /tmp/textorch-cache \
+        timeout 40 $py -m textorch.cli.main seq tag --model "$scratch/conll-model" --input "$conll/eng.testb" --input-format conll \
+            --output "$scratch/tagged.conll" --device cuda --batch-size $batch --cache-dir "$scratch/textorch-cache" \
             --stats-json "$out/conll-tag-b$batch.json" 2>&1 | tail -2
         cat "$out/conll-tag-b$batch.json"; echo
     done

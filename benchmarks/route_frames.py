@@ -8,7 +8,9 @@ frames from ``SequenceLabeler.tag`` to the kernel call (both included) and the d
 files they are in, then the frames themselves, and every textorch file with a function the call
 runs, so that two trees can be compared:
 
-    PYTHONPATH=. python -m benchmarks route_frames /tmp/bit/m-conll [--cache-dir /tmp/bit/cache]
+    PYTHONPATH=. python -m benchmarks route_frames benchmarks/work/models/textorch/conll-BidLSTM_CRF-s1 [--cache-dir DIR]
+
+(the suite's seed-1 CoNLL-2003 model: ``python -m benchmarks prepare --models conll`` builds it)
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import argparse
 import sys
 import traceback
 from pathlib import Path
+
+from benchmarks.suite_models import cache_dir
 
 KERNELS = ("lstm", "mkldnn_rnn_layer")
 WORD_ENCODER_FILES = ("encoders.py", "one_sequence.py")
@@ -67,7 +71,7 @@ def files_run(labeler: object, texts: list[list[str]]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model")
-    parser.add_argument("--cache-dir", default="/tmp/bit/cache")
+    parser.add_argument("--cache-dir", default=str(cache_dir()))
     args = parser.parse_args()
     import torch
 
