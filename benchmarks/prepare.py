@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from benchmarks import bench_data, delft_env
-from benchmarks.bench_vs_delft import FULL, Runner, train_all
+from benchmarks.peers import bench_data, delft_env
+from benchmarks.peers.bench_vs_delft import FULL, Runner, train_all
 from benchmarks.suite_models import AB_MODELS, model_dir
 
 SEED = 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from benchmarks.delft_env import REPO, bench_dir
+from benchmarks.peers.delft_env import REPO, bench_dir
 
 AB_MODELS: dict[str, tuple[str, str]] = {
     "conll": ("conll2003/eng.testb", "conll"),

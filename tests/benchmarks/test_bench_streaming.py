@@ -7,7 +7,7 @@ from pathlib import Path
 from conftest import write_tiny_grobid
 from textorch.data.readers import read_grobid
 
-from benchmarks import bench_streaming
+from benchmarks.features import bench_streaming
 
 
 def test_generated_input_holds_the_tokens_it_reports_in_whole_sequences(tmp_path: Path) -> None:

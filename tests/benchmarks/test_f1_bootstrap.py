@@ -1,4 +1,4 @@
-"""The paired bootstrap of F1 differences (benchmarks/f1_bootstrap.py): its interval, its pairing,
+"""The paired bootstrap of F1 differences (benchmarks/peers/f1_bootstrap.py): its interval, its pairing,
 its pooling over seeds, and the counts it is given."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import f1_bootstrap
+from benchmarks.peers import f1_bootstrap
 
 
 def _counts(rng: np.random.Generator, n: int, hit_rate: float) -> np.ndarray:

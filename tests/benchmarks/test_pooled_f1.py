@@ -1,4 +1,4 @@
-"""benchmarks/pooled_f1.py: runs pooled by task and system, pairs compared on their common seeds."""
+"""benchmarks/peers/pooled_f1.py: runs pooled by task and system, pairs compared on their common seeds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import pooled_f1
+from benchmarks.peers import pooled_f1
 
 
 def _run(system: str, seed: int, counts: list[list[int]], digest: str = "g", task: str = "date") -> dict:

@@ -17,15 +17,16 @@ REPO = BENCHMARKS.parent
 
 
 def _runnable() -> set[str]:
-    """Scripts of benchmarks/ with a ``__main__`` block."""
-    return {p.stem for p in BENCHMARKS.glob("*.py")
+    """Modules of benchmarks/ with a ``__main__`` block, as ``benchmarks.KIND.NAME``."""
+    return {".".join(p.relative_to(REPO).with_suffix("").parts) for p in BENCHMARKS.rglob("*.py")
             if p.stem != "__main__" and 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")}
 
 
-def test_every_runnable_script_is_in_the_suite_or_a_runner_once() -> None:
+def test_every_runnable_script_is_in_its_folders_kind_or_a_runner_once() -> None:
     listed = [name for names in benchmarks.SUITE.values() for name in names]
     assert len(listed) == len(set(listed)), "a benchmark is listed under two kinds"
-    assert set(listed) | set(benchmarks.RUNNERS) == _runnable()
+    runners = {f"benchmarks.{kind}.{name}" for name, kind in benchmarks.RUNNERS.items()}
+    assert {benchmarks.module_of(name) for name in listed} | runners == _runnable()
     assert not set(listed) & set(benchmarks.RUNNERS)
 
 

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks import bench_vs_delft, prepare
+from benchmarks import prepare
+from benchmarks.peers import bench_vs_delft
 from benchmarks.suite_models import AB_MODELS, model_dir, require_models
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench_data
-from benchmarks import bench_vs_delft
-from benchmarks import f1_bootstrap
-from benchmarks import wapiti_peer
-from benchmarks import wapiti_runner
+from benchmarks.peers import bench_data
+from benchmarks.peers import bench_vs_delft
+from benchmarks.peers import f1_bootstrap
+from benchmarks.peers import wapiti_peer
+from benchmarks.peers import wapiti_runner
 
 RUNNER = Path(wapiti_runner.__file__)
 

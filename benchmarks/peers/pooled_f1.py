@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import f1_bootstrap
+from benchmarks.peers import f1_bootstrap
 
 
 def _label(run: dict) -> str:

@@ -2,7 +2,7 @@
 # One short GPU session: the CUDA tests, then throughput (fp32 / bf16, batch sizes), then
 # CoNLL-2003 on the GPU. Every step has its own time limit so one slow step cannot eat the rest.
 #
-#   bash benchmarks/gpu_check.sh OUT_DIR [CONLL_DIR] [EMBEDDINGS_FILE]
+#   bash benchmarks/features/gpu_check.sh OUT_DIR [CONLL_DIR] [EMBEDDINGS_FILE]
 #
 # Writes logs and JSON into OUT_DIR. PYTHON (default python3) must have torch with CUDA and
 # textorch's dependencies importable (PYTHONPATH may point at the checkout).

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.suite_models import AB_MODELS, CONLL_TRAIN, ab_test_file, cache_dir, model_dir, require_models, shared_data
-from benchmarks.textorch_runner import fresh_token_state
+from benchmarks.peers.textorch_runner import fresh_token_state
 
 if TYPE_CHECKING:
     from textorch.models.cpu_routes import CpuRoutes
@@ -209,7 +209,7 @@ def main() -> None:
         print(f"first call {r['model']:12} {r['kernel']:8} {r['first_call_ms']:8.1f} ms, second {r['second_call_ms']:8.1f} ms")
     load_after = os.getloadavg()
     print(f"load average before {load_before}, after {load_after}")
-    output = Path(args.output or Path(__file__).resolve().parent / "results" / f"fast-paths-{_commit()}.json")
+    output = Path(args.output or Path(__file__).resolve().parents[1] / "results" / f"fast-paths-{_commit()}.json")
     output.write_text(json.dumps({"commit": _commit(), "pairs": args.pairs, "load_before": load_before,
                                   "load_after": load_after, "ab": results, "first_call": first}, indent=1) + "\n")
     print(f"wrote {output}")

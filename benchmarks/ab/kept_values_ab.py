@@ -29,7 +29,7 @@ from textorch.models import onednn_lstm  # noqa: E402
 from textorch.models.weight_state import WeightSnapshot  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 
 
 def _first_sentences(path: str, count: int, target: Path) -> Path:

@@ -25,7 +25,7 @@ import contextlib  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-# Started by path (``python benchmarks/delft_runner.py``) with DeLFT's own venv python, where the
+# Started by path (``python benchmarks/peers/delft_runner.py``) with DeLFT's own venv python, where the
 # ``benchmarks`` package is not importable: its own directory is then first on sys.path.
 if __package__:
     from .runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions

@@ -32,14 +32,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import bench_data  # noqa: E402
-from benchmarks import delft_env  # noqa: E402
-from benchmarks import f1_bootstrap  # noqa: E402
-from benchmarks import wapiti_peer  # noqa: E402
-from benchmarks import wapiti_runner  # noqa: E402
-from benchmarks.bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
+from benchmarks.peers import bench_data  # noqa: E402
+from benchmarks.peers import delft_env  # noqa: E402
+from benchmarks.peers import f1_bootstrap  # noqa: E402
+from benchmarks.peers import wapiti_peer  # noqa: E402
+from benchmarks.peers import wapiti_runner  # noqa: E402
+from benchmarks.peers.bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
 from benchmarks.common import RESULTS, local_transformer, machine  # noqa: E402
-from benchmarks.runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
+from benchmarks.peers.runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
 
 from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
 

@@ -31,13 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import delft_env
-from benchmarks.bench_data import prepare
-from benchmarks.bench_delft_import import SEED, _limited, delft_side
+from benchmarks.peers import delft_env
+from benchmarks.peers.bench_data import prepare
+from benchmarks.parity.bench_delft_import import SEED, _limited, delft_side
 from benchmarks.common import machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+REPO = HERE.parents[1]
 RUNS = ["date:BidLSTM_CRF", "date:BidLSTM_CRF_FEATURES", "name-header:BidLSTM_CRF_FEATURES"]
 FILES = ("vocab.json", "config.json", "crf_params.json", "encoder.onnx")
 

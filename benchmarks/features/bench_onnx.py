@@ -26,8 +26,8 @@ from textorch.tagging.labeler import SequenceLabeler
 from textorch.onnx.engine import attach_onnx
 from textorch.onnx.export import export_labeler
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-RESULTS = Path(__file__).resolve().parent / "results"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def _run(labeler: SequenceLabeler, test: list, batch_size: int) -> tuple[float, float, list]:

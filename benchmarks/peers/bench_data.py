@@ -20,7 +20,7 @@ from pathlib import Path
 
 from textorch.data.splits import holdout
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GROBID_FILES = {
     "date": "grobid/date/date-220311.train",
     "name-header": "grobid/name-header/name-header-251225.train",

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import bench_table  # noqa: E402
+from benchmarks.peers import bench_table  # noqa: E402
 from benchmarks.common import machine, print_table, write_json  # noqa: E402
 
 from textorch.data.readers import read_labelled  # noqa: E402

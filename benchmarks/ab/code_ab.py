@@ -32,7 +32,8 @@ from pathlib import Path
 from benchmarks.suite_models import cache_dir, model_dir, require_models
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("TEXTORCH_SHARED", HERE.parent.parent / "shared"))
+PEERS = HERE.parent / "peers"  # the suite's runners
+SHARED = Path(os.environ.get("TEXTORCH_SHARED", HERE.parents[2] / "shared"))
 MODELS = {  # saved seed-1 models both trees can load, their test files and formats
     "conll": (str(model_dir("conll")), SHARED / "data/conll2003/eng.testb", "conll"),
     "name-header": (str(model_dir("name-header")), SHARED / "data/grobid/name-header/name-header-251225.train", "grobid"),
@@ -52,11 +53,11 @@ OLD_PATHS = {
 def runner_for(tree: Path, work: Path) -> Path:
     """This tree's runner, translated to ``tree``'s module paths where it predates the layout."""
     if (tree / "textorch" / "tagging" / "labeler.py").exists():
-        return HERE / "textorch_runner.py"
+        return PEERS / "textorch_runner.py"
     target = work / "runner"
     target.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "runner_common.py", target / "runner_common.py")
-    text = (HERE / "textorch_runner.py").read_text(encoding="utf-8")
+    shutil.copy(PEERS / "runner_common.py", target / "runner_common.py")
+    text = (PEERS / "textorch_runner.py").read_text(encoding="utf-8")
     for new, old in OLD_PATHS.items():
         text = text.replace(f"from {new} import", f"from {old} import")
     (target / "textorch_runner.py").write_text(text, encoding="utf-8")
@@ -91,9 +92,9 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=str(cache_dir()))
     args = parser.parse_args()
     require_models(args.models)
-    new_tree = HERE.parent
+    new_tree = HERE.parents[1]
     work = Path(tempfile.mkdtemp(prefix="code-ab-"))
-    runners = {"new": (new_tree, HERE / "textorch_runner.py"), "old": (args.old.resolve(), runner_for(args.old, work))}
+    runners = {"new": (new_tree, PEERS / "textorch_runner.py"), "old": (args.old.resolve(), runner_for(args.old, work))}
     common = ["--cache-dir", args.cache_dir, "--threads", "1"]
     jobs = {name: ["tag", "--model", str(MODELS[name][0]), "--input", str(MODELS[name][1]), "--format",
                    MODELS[name][2], "--repeats", "5", "--small-limit", "1000"] for name in args.models}
@@ -126,7 +127,7 @@ def main() -> None:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=tree).stdout.strip()
 
     old_id, new_id = commit(runners["old"][0]), commit(new_tree)
-    output = HERE / "results" / f"code-ab-{old_id}-{new_id}.json"
+    output = HERE.parent / "results" / f"code-ab-{old_id}-{new_id}.json"
     output.write_text(json.dumps({"old": old_id, "new": new_id, "rounds": args.rounds, "load": os.getloadavg(),
                                   "command": " ".join(sys.argv), "rows": table}, indent=1) + "\n")
     print(f"wrote {output}")

@@ -26,8 +26,8 @@ from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
-from benchmarks import delft_env
-from benchmarks.bench_data import prepare
+from benchmarks.peers import delft_env
+from benchmarks.peers.bench_data import prepare
 from benchmarks.common import local_transformer, machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
@@ -83,7 +83,7 @@ def delft_side(python: Path, work: Path, task: str, architecture: str, files, fr
     if fresh and model_dir.exists():
         shutil.rmtree(model_dir)
     if not (model_dir / "config.json").exists():
-        _run([str(python), str(HERE / "delft_runner.py"), "--threads", str(threads), "train", "--task", task,
+        _run([str(python), str(HERE.parent / "peers" / "delft_runner.py"), "--threads", str(threads), "train", "--task", task,
               "--format", files.format, "--train", files.delft["train"], "--valid", files.delft["valid"],
               "--test", files.delft["test"], "--architecture", architecture, "--seed", str(SEED),
               "--epochs", str(EPOCHS[task]), "--patience", "1", "--batch-size", "32",
@@ -140,7 +140,7 @@ def main() -> None:
     work = delft_env.bench_dir()
     tasks = sorted({run.split(":")[0] for run in args.runs})
     files = prepare(work, tasks, [SEED])
-    _run([str(python), str(HERE / "delft_runner.py"), "warm"], cwd=work)
+    _run([str(python), str(HERE.parent / "peers" / "delft_runner.py"), "warm"], cwd=work)
     rows = []
     for run in args.runs:
         task, architecture = run.split(":")

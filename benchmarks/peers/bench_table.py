@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks import f1_bootstrap
+from benchmarks.peers import f1_bootstrap
 
 TAGGING = [("batch1", "tag tok/s, batch 1, new tokens"), ("batch32", "tag tok/s, batch 32, new tokens"),
            ("batch256", "tag tok/s, batch 256, new tokens"), ("stream", "tag tok/s, one-sequence calls, new tokens"),

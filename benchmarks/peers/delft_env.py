@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TORCH_PIN = "torch==2.13.0"
 DELFT_PIN = "delft==1.2.0"
 # DeLFT 1.2.0's Requires-Dist, minus torch (replaced by TORCH_PIN). Nothing here pulls a torch.

@@ -29,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-# Started by path (``python benchmarks/textorch_runner.py``, one fresh process per command, also on
+# Started by path (``python benchmarks/peers/textorch_runner.py``, one fresh process per command, also on
 # an older tree by code_ab.py): its own directory is then first on sys.path. Imported as
 # ``benchmarks.textorch_runner`` by fast_path_ab.py and the tests.
 if __package__:
