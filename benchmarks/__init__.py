@@ -30,8 +30,8 @@ goes), parity (labels or outputs compared with DeLFT's or Keras's)."""
 
 RUNNERS: dict[str, str] = {"delft_runner": "peers", "textorch_runner": "peers", "wapiti_runner": "peers",
                            "delft_parity_runner": "parity"}
-"""Runner -> its folder. Started by path (``python benchmarks/KIND/X_runner.py``) by the peer and parity benchmarks, one
-fresh process per measure; ``delft_runner`` and ``delft_parity_runner`` run in DeLFT's venv,
+"""Runner -> its folder. Started by path (``python benchmarks/KIND/X_runner.py``) by the peer and
+parity benchmarks, one fresh process per measure; ``delft_runner`` and ``delft_parity_runner`` run in DeLFT's venv,
 where this package cannot be imported."""
 
 

@@ -31,7 +31,7 @@ import torch  # noqa: E402
 
 # Started by path (``python benchmarks/peers/textorch_runner.py``, one fresh process per command, also on
 # an older tree by code_ab.py): its own directory is then first on sys.path. Imported as
-# ``benchmarks.textorch_runner`` by fast_path_ab.py and the tests.
+# ``benchmarks.peers.textorch_runner`` by fast_path_ab.py and the tests.
 if __package__:
     from .runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions
     from .runner_common import add_calls_command, grobid_call_rows, read_calls

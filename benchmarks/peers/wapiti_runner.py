@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # Started by path (``python benchmarks/peers/wapiti_runner.py``) by bench_vs_delft.py: its own directory is
-# then first on sys.path. Imported as ``benchmarks.wapiti_runner`` by bench_vs_delft.py and wapiti_peer.py.
+# then first on sys.path. Imported as ``benchmarks.peers.wapiti_runner`` by bench_vs_delft.py and wapiti_peer.py.
 if __package__:
     from .runner_common import emit as _emit, write_predictions
 else:
