@@ -37,7 +37,7 @@ test: install
 
 # Side by side with DeLFT 1.2.0 (its own venv under benchmarks/work/, made on first use); --quick: under 10 min.
 bench: install
-	$(BIN)/python benchmarks/bench_vs_delft.py $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks bench_vs_delft $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

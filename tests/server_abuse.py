@@ -1,7 +1,7 @@
 """Load and abuse for ``textorch serve``: concurrent raw-socket clients mixing valid, malformed,
 oversized and slow requests, each checked against what it must get back.
 
-Shared by ``tests/serve/test_server_soak.py`` (short) and ``benchmarks/soak_server.py`` (long). Raw
+Shared by ``tests/serve/test_server_soak.py`` (short) and ``benchmarks/features/soak_server.py`` (long). Raw
 sockets rather than an HTTP library, because the abuse needs what a library will not send:
 bytes that are not HTTP, a declared length the body never reaches, headers a byte at a time.
 

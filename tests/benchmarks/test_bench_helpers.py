@@ -18,14 +18,12 @@ from torch.nn.utils.rnn import pack_padded_sequence
 
 from conftest import write_tiny_grobid
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import bench_data  # noqa: E402
-import bench_table  # noqa: E402
-import bench_vs_delft  # noqa: E402
-import flops  # noqa: E402
-import runner_common  # noqa: E402
-import tagging_anatomy  # noqa: E402
+from benchmarks.peers import bench_data
+from benchmarks.peers import bench_table
+from benchmarks.peers import bench_vs_delft
+from benchmarks.diagnostics import flops
+from benchmarks.peers import runner_common
+from benchmarks.diagnostics import tagging_anatomy
 
 
 def test_iob1_to_iob2_opens_entities_with_b():
@@ -473,7 +471,7 @@ def test_anatomy_rows_say_what_share_a_target_leaves_and_what_the_rest_must_gain
 
 
 def test_tagging_outputs_compare_counts_label_and_score_differences() -> None:
-    import tagging_outputs
+    from benchmarks.diagnostics import tagging_outputs
 
     before = {"date/one": [[["B-x", "O"], ["3f800000", "3f000000"]], [["O"], ["3f800000"]]]}
     assert all(row["identical"] for row in tagging_outputs.compare(before, before))
@@ -594,7 +592,7 @@ def test_training_measures_share_one_definition_and_short_predictions_are_comple
 
 
 def test_a_fresh_token_state_forgets_every_token_and_tags_the_same(tmp_path):
-    import textorch_runner
+    from benchmarks.peers import textorch_runner
     from textorch.data.readers import read_grobid
     from textorch.embeddings import open_embeddings
     from textorch.tagging.config import DataConfig, ModelConfig
@@ -718,7 +716,7 @@ def test_grobid_calls_run_in_rounds_on_one_calls_file_for_the_grobid_tasks_only(
 
 def test_a_predicted_padding_label_names_no_entity() -> None:
     """DeLFT's BERT_CRF can predict its '<PAD>' label: the scorer reads it as O, it does not stop."""
-    import f1_bootstrap
+    from benchmarks.peers import f1_bootstrap
 
     gold = [["B-PER", "I-PER", "O"], ["B-LOC", "O", "O"]]
     pred = [["B-PER", "I-PER", "<PAD>"], ["<PAD>", "O", "O"]]
@@ -734,7 +732,7 @@ def test_fixed_epoch_jobs_give_textorch_its_applications_training_rules():
     assert ours[:len(delft)] == delft and "--train-option" not in delft
     assert ours[len(delft):] == ["--train-option", "lr_decay=0.5"]
     assert bench_vs_delft._training_options(date, 1)[1][-4:] == ["--train-option", "lr_decay=0.5", "--train-option", "bucket_batches=1"]
-    import textorch_runner
+    from benchmarks.peers import textorch_runner
     from textorch.train.config import TrainConfig
 
     config = textorch_runner._with_train_options(TrainConfig(), ["lr_decay=0.5", "bucket_batches=1"])
@@ -788,7 +786,7 @@ def test_fast_path_ab_switches_each_path_off_through_the_routes_alone() -> None:
     renamed or new route that the script does not know fails here, not mid-benchmark."""
     import dataclasses
 
-    import fast_path_ab
+    from benchmarks.ab import fast_path_ab
 
     from textorch.models.cpu_routes import FAST
 

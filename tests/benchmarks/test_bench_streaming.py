@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from conftest import write_tiny_grobid
 from textorch.data.readers import read_grobid
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import bench_streaming  # noqa: E402
+from benchmarks.features import bench_streaming
 
 
 def test_generated_input_holds_the_tokens_it_reports_in_whole_sequences(tmp_path: Path) -> None:

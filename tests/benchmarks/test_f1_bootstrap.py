@@ -1,17 +1,12 @@
-"""The paired bootstrap of F1 differences (benchmarks/f1_bootstrap.py): its interval, its pairing,
+"""The paired bootstrap of F1 differences (benchmarks/peers/f1_bootstrap.py): its interval, its pairing,
 its pooling over seeds, and the counts it is given."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import f1_bootstrap  # noqa: E402
+from benchmarks.peers import f1_bootstrap
 
 
 def _counts(rng: np.random.Generator, n: int, hit_rate: float) -> np.ndarray:

@@ -1,16 +1,13 @@
-"""benchmarks/pooled_f1.py: runs pooled by task and system, pairs compared on their common seeds."""
+"""benchmarks/peers/pooled_f1.py: runs pooled by task and system, pairs compared on their common seeds."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import pooled_f1  # noqa: E402
+from benchmarks.peers import pooled_f1
 
 
 def _run(system: str, seed: int, counts: list[list[int]], digest: str = "g", task: str = "date") -> dict:

@@ -16,13 +16,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import bench_data  # noqa: E402
-import bench_vs_delft  # noqa: E402
-import f1_bootstrap  # noqa: E402
-import wapiti_peer  # noqa: E402
-import wapiti_runner  # noqa: E402
+from benchmarks.peers import bench_data
+from benchmarks.peers import bench_vs_delft
+from benchmarks.peers import f1_bootstrap
+from benchmarks.peers import wapiti_peer
+from benchmarks.peers import wapiti_runner
 
 RUNNER = Path(wapiti_runner.__file__)
 

@@ -3,7 +3,7 @@ valid, malformed, oversized, slow and stalled ones, against the real command on 
 
 Zero 5xx, every valid request answered as the Python API answers, the server's memory bounded,
 no traceback in its log, and ``/health`` still answering afterwards. The request mix is
-``tests/server_abuse.py``; the longer version is ``benchmarks/soak_server.py``.
+``tests/server_abuse.py``; the longer version is ``benchmarks/features/soak_server.py``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ refuses tensors it cannot serve (gradients, another device or number format): th
 whether a fast path may be taken, never that a kernel must accept what it cannot run.
 
 Every field earned at least 10 % on a row of the benchmark suite against its general route
-(docs/performance.md, "Fast paths, each against its general route"); ``benchmarks/fast_path_ab.py``
+(docs/performance.md, "Fast paths, each against its general route"); ``benchmarks/ab/fast_path_ab.py``
 measures each by switching it off here.
 """
 

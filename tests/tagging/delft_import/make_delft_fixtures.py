@@ -1,6 +1,6 @@
 """Regenerate ``tests/fixtures/delft-1.2/``: tiny models made by DeLFT 1.2.0, kept as text.
 
-Run INSIDE DeLFT's venv (``python benchmarks/delft_env.py`` creates it), from the repository
+Run INSIDE DeLFT's venv (``python -m benchmarks delft_env`` creates it), from the repository
 root, with the shared GROBID date data present:
 
     benchmarks/work/delft-venv/bin/python tests/tagging/delft_import/make_delft_fixtures.py

@@ -1,7 +1,7 @@
 """DeLFT TensorFlow-line weights (``model_weights.hdf5``, Keras layout as GROBID ships them) read
 into textorch: the 1.2.0 fixtures written in Keras' layout import to the same labels.
 
-What Keras itself computes with such a file is checked by ``benchmarks/verify_keras_import.py``
+What Keras itself computes with such a file is checked by ``benchmarks/parity/verify_keras_import.py``
 (it needs TensorFlow); here the layout is: names, transposes, single biases, CRF boundaries."""
 
 from __future__ import annotations

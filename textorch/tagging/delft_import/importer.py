@@ -9,7 +9,7 @@ The import writes a normal textorch directory, as :meth:`SequenceLabeler.save` d
 the network options that make textorch compute what DeLFT computes (``rnn_tagger.v3``: DeLFT's
 feature BiLSTM, character CNN, stacked GRUs) and DeLFT's word-vector lookup
 (``word_lookup="delft"``). The labels then equal DeLFT's ``Sequence.tag`` labels token for
-token, given the same word vectors (``benchmarks/bench_delft_import.py`` measures it).
+token, given the same word vectors (``benchmarks/parity/bench_delft_import.py`` measures it).
 
 BERT_CRF keeps DeLFT's CRF over every sub-token of the window (``transformer_crf="subtokens"``),
 with the transformer's configuration and tokenizer saved in the DeLFT directory.

@@ -1,0 +1,137 @@
+"""Data for the side-by-side benchmark: the same files, the same splits, for both systems.
+
+Everything is written under the bench work dir (never into ../shared):
+
+- ``data/sequenceLabelling/CoNLL-2003/eng.{train,testa,testb}``: the shared CoNLL-2003 files
+  converted to what DeLFT's ``nerTagger`` reads (two tab-separated columns, IOB2), at the
+  path it expects relative to its working directory. textorch reads the original files.
+- ``data/sequenceLabelling/grobid/<task>/seed<S>/{train,valid,test}.txt``: the GROBID file cut
+  into test (10 %), then validation (10 % of the rest) with textorch's seeded ``holdout`` —
+  the split ``textorch seq train-eval`` makes — and handed as files to both systems, so that
+  they train, validate and are scored on exactly the same sequences. Lines are copied as they
+  are; each sequence ends with one empty line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from textorch.data.splits import holdout
+
+REPO = Path(__file__).resolve().parents[2]
+GROBID_FILES = {
+    "date": "grobid/date/date-220311.train",
+    "name-header": "grobid/name-header/name-header-251225.train",
+    "name-citation": "grobid/name-citation/name-citation-251225.train",
+    "affiliation-address": "grobid/affiliation-address/affiliation-address-251225.train",
+    "figure": "grobid/figure/figure-251225.train",
+}
+CONLL = "conll2003"
+
+
+@dataclass(frozen=True)
+class TaskFiles:
+    """Where each system reads a task's data (paths differ only for CoNLL's converted copy)."""
+
+    task: str
+    format: str  # conll | grobid
+    textorch: dict  # train / valid / test paths
+    delft: dict
+
+
+def shared_data(relative: str) -> Path:
+    path = Path(os.environ.get("TEXTORCH_SHARED_DATA", REPO.parent / "shared" / "data")) / relative
+    if not path.exists():
+        raise SystemExit(f"{path} not found: pass the data folder with TEXTORCH_SHARED_DATA")
+    return path
+
+
+def iob1_to_iob2(tags: list[str]) -> list[str]:
+    """An ``I-X`` that does not continue an ``X`` entity opens one: it becomes ``B-X``."""
+    out = []
+    previous = "O"
+    for tag in tags:
+        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        out.append(tag)
+        previous = tag
+    return out
+
+
+def convert_conll(source: Path, target: Path) -> None:
+    """4-column space-separated IOB1 -> ``word<TAB>tag`` IOB2; -DOCSTART- and blank lines kept."""
+    out: list[str] = []
+    words: list[str] = []
+    tags: list[str] = []
+
+    def flush() -> None:
+        out.extend(f"{w}\t{t}" for w, t in zip(words, iob1_to_iob2(tags)))
+        words.clear()
+        tags.clear()
+
+    for line in source.read_text(encoding="utf-8").splitlines():
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            flush()
+            out.append(line.strip() and "-DOCSTART-\tO")
+            continue
+        words.append(fields[0])
+        tags.append(fields[-1])
+    flush()
+    _write_if_changed(target, "\n".join(out) + "\n")
+
+
+def grobid_blocks(path: Path) -> list[list[str]]:
+    """The sequences of a GROBID file as lists of raw lines (blank or space-only lines end one)."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            current.append(line)
+        elif current:
+            blocks.append(current)
+            current = []
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def _write_blocks(path: Path, blocks: list[list[str]]) -> None:
+    _write_if_changed(path, "".join("\n".join(block) + "\n\n" for block in blocks))
+
+
+def prepare(work: Path, tasks: list[str], seeds: list[int]) -> dict[tuple[str, int], TaskFiles]:
+    """Write the converted copies and splits; return the files of every (task, seed)."""
+    root = work / "data" / "sequenceLabelling"
+    files: dict[tuple[str, int], TaskFiles] = {}
+    for task in tasks:
+        if task == "conll":
+            original = {role: shared_data(f"{CONLL}/eng.{name}") for role, name in
+                        (("train", "train"), ("valid", "testa"), ("test", "testb"))}
+            converted = {}
+            for role, source in original.items():
+                target = root / "CoNLL-2003" / source.name
+                convert_conll(source, target)
+                converted[role] = str(target)
+            for seed in seeds:
+                files[(task, seed)] = TaskFiles(task, "conll", {k: str(v) for k, v in original.items()}, converted)
+            continue
+        blocks = grobid_blocks(shared_data(GROBID_FILES[task]))
+        for seed in seeds:
+            rest, test = holdout(blocks, 0.1, seed)
+            train, valid = holdout(rest, 0.1, seed + 1)
+            paths = {}
+            for role, part in (("train", train), ("valid", valid), ("test", test)):
+                target = root / "grobid" / task / f"seed{seed}" / f"{role}.txt"
+                _write_blocks(target, part)
+                paths[role] = str(target)
+            files[(task, seed)] = TaskFiles(task, "grobid", paths, paths)
+    return files

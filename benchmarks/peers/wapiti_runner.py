@@ -1,0 +1,202 @@
+"""Benchmark commands for Wapiti, GROBID's CRF engine, the peer of textorch_runner.py.
+
+Run by bench_vs_delft.py (``--systems ...,wapiti --wapiti PATH``), one fresh process per
+command; prints one line ``BENCH_JSON {...}`` on stdout. Wapiti itself is a C program: this
+runner only writes its input files, starts it as GROBID's trainer does, times it and reads its
+answers back. Build the binary from GROBID's fork kept in ``../shared/peers/wapiti/`` (its
+README says how GROBID trains and tags with it):
+
+    bash ../shared/peers/wapiti/build.sh "$TMPDIR/wapiti-build"    # prints the binary's path
+
+Commands:
+    train    write the seed's train and validation sequences as one GROBID training file (Wapiti
+             has no validation set: GROBID trains it on everything), train with GROBID's
+             parameters and template, label the test split, write gold and predicted labels
+    measure  run one command (any system's whole-process tagging of a file) as this process's only
+             child: its wall time and peak resident memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+# Started by path (``python benchmarks/peers/wapiti_runner.py``) by bench_vs_delft.py: its own directory is
+# then first on sys.path. Imported as ``benchmarks.peers.wapiti_runner`` by bench_vs_delft.py and wapiti_peer.py.
+if __package__:
+    from .runner_common import emit as _emit, write_predictions
+else:
+    from runner_common import emit as _emit, write_predictions
+
+GROBID_TRAINING = ("-e", "0.00001", "-w", "20", "-i", "2000")
+"""Epsilon, window and iteration cap of GROBID's ``WapitiTrainer`` (the rest: Wapiti's defaults,
+L-BFGS with its elastic-net penalty)."""
+
+
+def emit(payload: dict, threads: int) -> None:
+    _emit(payload, threads)
+
+
+def read_blocks(path: str | Path) -> list[list[str]]:
+    """The sequences of a GROBID file as lists of their non-blank lines (a blank or space-only
+    line ends a sequence), as the suite's splits write them."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    with open(path, encoding="utf-8") as source:
+        for line in source:
+            if line.strip():
+                current.append(line.rstrip("\n"))
+            elif current:
+                blocks.append(current)
+                current = []
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def write_blocks(path: str | Path, blocks: Sequence[Sequence[str]], labelled: bool = True) -> int:
+    """Write sequences as a GROBID file (one token line each, a blank line after every sequence);
+    with ``labelled=False`` the last column, the label, is left out, as GROBID hands Wapiti the
+    text to tag. Returns the number of tokens written."""
+    tokens = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for lines in blocks:
+            for line in lines:
+                fields = line.split()
+                out.write(" ".join(fields if labelled else fields[:-1]) + "\n")
+                tokens += 1
+            out.write("\n")
+    return tokens
+
+
+def read_labels(path: str | Path, expected: Sequence[int] | None = None) -> list[list[str]]:
+    """The last column of a file ``wapiti label`` wrote (each input line with its predicted label
+    appended), sequence by sequence; ``expected``: the lengths the input had, checked so that a
+    misread output cannot be scored against the wrong tokens."""
+    labels = [[line.split()[-1] for line in block] for block in read_blocks(path)]
+    if expected is not None:
+        found = [len(block) for block in labels]
+        if found != list(expected):
+            first = next((i for i, (a, b) in enumerate(zip(found, expected)) if a != b), min(len(found), len(expected)))
+            raise SystemExit(f"{path}: {len(found)} sequences read back for {len(expected)} written; "
+                             f"first mismatch at sequence {first + 1}")
+    return labels
+
+
+def children_cpu_s() -> float:
+    """User and system CPU seconds of every child waited for so far: the difference around one
+    child is that child's, whatever else the machine runs (its wall time is not, on a shared
+    machine)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def children_peak_rss_mb() -> float:
+    """Peak resident memory of the largest child process waited for so far (Linux: KiB)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def run_timed(cmd: Sequence[str], log: str | Path | None = None) -> float:
+    """Wall seconds of ``cmd`` (stdout and stderr to ``log``); exits naming the log on failure."""
+    started = time.perf_counter()
+    with open(log or os.devnull, "w", encoding="utf-8") as err:
+        done = subprocess.run(list(cmd), stdout=err, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, cmd))}: exit {done.returncode}" + (f", see {log}" if log else ""))
+    return seconds
+
+
+def last_iteration(log: str | Path) -> int | None:
+    """The last L-BFGS iteration Wapiti printed (``  [  42] obj=...``), or None."""
+    last = None
+    for line in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
+        text = line.strip()
+        if text.startswith("[") and "]" in text and "obj=" in text:
+            try:
+                last = int(text[1:text.index("]")])
+            except ValueError:
+                continue
+    return last
+
+
+def to_iob2(labels: list[list[str]]) -> list[list[str]]:
+    """GROBID labels as the suite scores every system's: textorch's reading of GROBID labels."""
+    from textorch.data.tags import grobid_to_iob2
+
+    return [grobid_to_iob2(sequence) for sequence in labels]
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    """Train as GROBID trains (``wapiti train --nthread N -e 0.00001 -w 20 -i 2000 -p TEMPLATE``)
+    on train + validation, then label the test split with ``wapiti label``.
+
+    ``whole_s`` is the training process, start to exit (reading the file, building features,
+    every iteration, writing the model); the files are written before its clock starts.
+    """
+    model = Path(args.model)
+    model.parent.mkdir(parents=True, exist_ok=True)
+    blocks = read_blocks(args.train) + read_blocks(args.valid)
+    training_file = model.with_name(model.name + ".train")
+    n_tokens = write_blocks(training_file, blocks)
+    log = model.with_name(model.name + ".train.log")
+    cpu_before = children_cpu_s()
+    whole_s = run_timed([args.wapiti, "train", "--nthread", str(args.threads), *GROBID_TRAINING,
+                         "-p", args.template, str(training_file), str(model)], log)
+    train_rss, train_cpu_s = children_peak_rss_mb(), children_cpu_s() - cpu_before
+    test = read_blocks(args.test)
+    unlabelled = model.with_name(model.name + ".test.in")
+    write_blocks(unlabelled, test, labelled=False)
+    tagged = model.with_name(model.name + ".test.out")
+    label_s = run_timed([args.wapiti, "label", "-m", str(model), str(unlabelled), str(tagged)])
+    gold = [[line.split()[-1] for line in lines] for lines in test]
+    pred = read_labels(tagged, [len(lines) for lines in gold])
+    write_predictions(args.predictions, to_iob2(gold), to_iob2(pred))
+    emit({"system": "wapiti", "task": args.task, "seed": args.seed, "template": args.template,
+          "training_parameters": list(GROBID_TRAINING), "iterations": last_iteration(log),
+          "n_train_sequences": len(blocks), "n_train_tokens": n_tokens, "whole_s": whole_s,
+          "whole_tokens_per_s": n_tokens / max(whole_s, 1e-9), "train_cpu_s": train_cpu_s, "train_peak_rss_mb": train_rss,
+          "label_test_s": label_s, "model_mb": model.stat().st_size / 2**20, "model_dir": str(model)},
+         args.threads)
+
+
+def cmd_measure(args: argparse.Namespace) -> None:
+    """One command as the only child of this process: its wall time, its CPU seconds and its peak
+    RSS (``getrusage(RUSAGE_CHILDREN)`` after it exits), the same measure for every system."""
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        raise SystemExit("measure: give the command after --")
+    wall_s = run_timed(command, args.log)
+    emit({"wall_s": wall_s, "cpu_s": children_cpu_s(), "peak_rss_mb": children_peak_rss_mb(), "command": command},
+         args.threads)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=1, help="Wapiti's --nthread (GROBID's benchmark: 1)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("train")
+    p.add_argument("--wapiti", required=True, help="the wapiti binary")
+    p.add_argument("--template", required=True, help="GROBID's MODEL.crf-template")
+    p.add_argument("--task", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    for role in ("train", "valid", "test"):
+        p.add_argument(f"--{role}", required=True)
+    p.add_argument("--model", required=True, help="model file to write (its training files go beside it)")
+    p.add_argument("--predictions", default=None, help="write the test set's gold and predicted labels here (JSON)")
+    p.set_defaults(run=cmd_train)
+    p = commands.add_parser("measure")
+    p.add_argument("--log", default=None, help="the command's output (default: discarded)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    p.set_defaults(run=cmd_measure)
+    args = parser.parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
