@@ -42,7 +42,10 @@ else:
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
-from textorch.tagging.training_path import fitted_to_data, split_for_training  # noqa: E402
+try:  # code_ab runs this runner on older trees too, where these lived in tagging/training.py
+    from textorch.tagging.training_path import fitted_to_data, split_for_training  # noqa: E402
+except ImportError:
+    from textorch.tagging.training import fitted_to_data, split_for_training  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 
