@@ -1,5 +1,6 @@
 """The command line changes this process's state only where asked: the allocator with
-``--tune-allocator``, the garbage collector never (a pause earned nothing measurable)."""
+``--tune-allocator``, the cyclic garbage collector with ``--pause-collector`` (for the command
+only: its state comes back afterwards)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,26 @@ def test_the_command_line_tunes_the_allocator_only_when_asked(asked: bool, monke
     option = ["--tune-allocator"] if asked else []
     assert main([*option, "seq", "tag", "--model", str(tmp_path / "missing"), "--input", str(tmp_path / "none.txt")]) == 2
     assert calls == ([1] if asked else [])
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_the_collector_pauses_for_the_command_only_when_asked(asked: bool, tiny_conll: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    gc.enable()
+    model = tmp_path / "model"
+    SequenceLabeler.train(tiny_conll, output=model, max_epoch=1, word_hidden=8, char_hidden=4)
+    seen: list[bool] = []
+    load = SequenceLabeler.load.__func__
+
+    def load_and_look(cls, *args, **kwargs):  # runs inside the command
+        seen.append(gc.isenabled())
+        return load(cls, *args, **kwargs)
+
+    monkeypatch.setattr(SequenceLabeler, "load", classmethod(load_and_look))
+    option = ["--pause-collector"] if asked else []
+    assert main([*option, "seq", "eval", "--model", str(model), "--test", str(tiny_conll)]) == 0
+    assert seen == [not asked]
+    assert gc.isenabled()  # back as it was, for whoever called main() in this process
+    gc.disable()
+    assert main([*option, "seq", "eval", "--model", str(model), "--test", str(tiny_conll)]) == 0
+    assert not gc.isenabled()  # a collector the caller had switched off stays off

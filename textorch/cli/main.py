@@ -6,10 +6,12 @@ import argparse
 import importlib
 import logging
 import sys
+from contextlib import nullcontext
 
 from textorch import __version__
 from textorch.cli.commands import GROUPS, named_group
 from textorch.errors import TextorchError
+from textorch.runtime.collector import collector_paused
 from textorch.runtime.malloc_tuning import keep_freed_memory
 
 
@@ -26,6 +28,10 @@ def _build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser.add_argument("--tune-allocator", action="store_true",
                         help="this process only: let glibc keep freed memory for the next call (steadier tagging "
                              "times, a few %% faster; see textorch/runtime/malloc_tuning.py and docs/performance.md)")
+    parser.add_argument("--pause-collector", action="store_true",
+                        help="this process only: no cyclic garbage collection while the command runs (long tagging "
+                             "runs over short sequences are faster; memory in reference cycles is freed at the end; "
+                             "see textorch/runtime/collector.py)")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     wanted = GROUPS.get(named_group(argv) or "", ("", ""))[0]
     for name, (module, help_line) in GROUPS.items():
@@ -68,7 +74,10 @@ def _run_command(argv: list[str] | None) -> int:
     try:
         # --devices N / --nnodes M: re-run this command line as worker processes.
         code = launch.launch_if_requested(args, arguments)
-        return code if code is not None else int(args.run(args) or 0)
+        if code is not None:
+            return code
+        with collector_paused() if args.pause_collector else nullcontext():  # asked for, never the default
+            return int(args.run(args) or 0)
     except TextorchError as exc:
         if not launch.report_worker_error(exc):  # a worker hands it to its launcher instead
             print(f"textorch: error: {exc}", file=sys.stderr)
