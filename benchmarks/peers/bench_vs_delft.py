@@ -111,6 +111,8 @@ class Runner:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.failures: list[str] = []
         self.cache = work / "textorch-cache"
+        self.textorch_entry: list[str] = []
+        """Options of the ``textorch`` entry point itself for whole-file tagging (``--pause-collector``)."""
 
     def command(self, system: str, args: list[str]) -> list[str]:
         if system == "delft":
@@ -388,8 +390,8 @@ def _tag_whole(r: Runner, system: str, task: str, model: Path, inputs: dict, nam
         cmd = r.command("delft", ["tagfile", "--model", str(model), "--input", inputs["labelled"],
                                   "--format", "grobid", "--output", str(out)])
     else:
-        cmd = [*_textorch_cli(), "seq", "tag", "--model", str(model), "--input", inputs["unlabelled"],
-               "--input-format", "grobid", "--output", str(out), "--batch-size", "32",
+        cmd = [*_textorch_cli(), *r.textorch_entry, "seq", "tag", "--model", str(model), "--input",
+               inputs["unlabelled"], "--input-format", "grobid", "--output", str(out), "--batch-size", "32",
                "--cache-dir", str(r.cache), *r.threads]
     print(f"tag   {system:8s} {task}: {what} ...", end=" ", flush=True)
     payload, _ = r.run(name, [sys.executable, str(HERE / "wapiti_runner.py"), "measure",
@@ -701,6 +703,9 @@ def main() -> int:
                         help="the architecture of the recurrent jobs (both systems), e.g. a new textorch default")
     parser.add_argument("--textorch-option", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a field of textorch's training configuration (its runner's --train-option)")
+    parser.add_argument("--pause-collector", action="store_true",
+                        help="whole-file tagging: run textorch as 'textorch --pause-collector seq tag ...' (its opt-in "
+                             "pause of the cyclic garbage collector)")
     parser.add_argument("--whole-files-only", action="store_true",
                         help="with --early-stopping: no training; every system's first-seed model already in the work "
                              "dir (models/textorch, models/delft, models/wapiti) tags the whole file, side by side")
@@ -743,6 +748,7 @@ def main() -> int:
         delft_python, versions = delft_env.ensure()
     vectors = delft_env.shared_embeddings()
     r = Runner(work, delft_python, args.threads, args.wapiti and str(Path(args.wapiti).resolve()))
+    r.textorch_entry = ["--pause-collector"] if args.pause_collector else []
     print("warming the embedding caches ...", flush=True)
     if "delft" in systems:
         r.runner("delft", "warm", ["warm"])
@@ -774,7 +780,8 @@ def main() -> int:
         "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
         "mode": mode, "command": " ".join(sys.argv), "method": METHOD_VERSION, "systems": systems,
         "wapiti": r.wapiti,
-        "settings": {**settings, "threads": args.threads, "allocator": allocator_env()},
+        "settings": {**settings, "threads": args.threads, "allocator": allocator_env(),
+                     "pause_collector": args.pause_collector},
         "delft": versions, "rows": rows, "f1": f1_comparisons(rows), "peers": peers, "train_runs": train_runs,
         "tagging": tagging,
         "skipped": skipped, "failures": r.failures, "wall_s": time.perf_counter() - started,
