@@ -10,71 +10,23 @@ can run it without an import cycle. Then what the commands print and write: :fun
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
-import torch
-
-from textorch.data.corpus import Corpus
 from textorch.eval.entity_report import format_report
 from textorch.tagging import training_path
-from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.training_path import TrainOutcome
-from textorch.train.dist import DistContext
-from textorch.train.resume import CheckpointOptions, RunCheckpoints
 
 
-def train_tagger(
-    train_path: str,
-    output: str | None,
-    model_config: ModelConfig,
-    train_config: TrainConfig,
-    data_config: DataConfig,
-    valid_path: str | None = None,
-    test_path: str | None = None,
-    hold_out_test: bool = False,
-    device: str | torch.device = "cpu",
-    cache_dir: str | None = None,
-    ctx: DistContext | None = None,
-    skip_bad_sequences: bool = False,
-    checkpoints: CheckpointOptions | None = None,
-    fold_count: int = 1,
-    input_model: str | None = None,
-    fold_parallel: str = "auto",
-) -> TrainOutcome:
-    """``seq train`` and ``seq train-eval``: :func:`textorch.tagging.training_path.train_tagger`
-    (read and check the files, then :func:`train_corpora`) for a :class:`SequenceLabeler`."""
-    return training_path.train_tagger(
-        SequenceLabeler, train_path, output, model_config, train_config, data_config, valid_path=valid_path,
-        test_path=test_path, hold_out_test=hold_out_test, device=device, cache_dir=cache_dir, ctx=ctx,
-        skip_bad_sequences=skip_bad_sequences, checkpoints=checkpoints, fold_count=fold_count, input_model=input_model,
-        fold_parallel=fold_parallel)
-
-
-def train_corpora(
-    train: Corpus,
-    output: str | None,
-    model_config: ModelConfig,
-    train_config: TrainConfig,
-    data_config: DataConfig,
-    valid: Corpus | None = None,
-    test: Corpus | None = None,
-    hold_out_test: bool = False,
-    fold_count: int = 1,
-    input_model: str | None = None,
-    device: torch.device | str = "cpu",
-    cache_dir: str | None = None,
-    ctx: DistContext | None = None,
-    fold_parallel: str = "auto",
-    run: RunCheckpoints | None = None,
-) -> TrainOutcome:
-    """Split, train (plainly, by n folds, or continuing ``input_model``), score the test data, save
-    a :class:`SequenceLabeler`: :func:`textorch.tagging.training_path.train_corpora`, where the
-    splits and the options are described."""
-    return training_path.train_corpora(
-        SequenceLabeler, train, output, model_config, train_config, data_config, valid=valid, test=test,
-        hold_out_test=hold_out_test, fold_count=fold_count, input_model=input_model, device=device,
-        cache_dir=cache_dir, ctx=ctx, fold_parallel=fold_parallel, run=run)
+# The class bound once: the arguments, their defaults and their documentation are
+# training_path's, so they are not restated here.
+train_tagger = partial(training_path.train_tagger, SequenceLabeler)
+"""``seq train`` and ``seq train-eval``: :func:`textorch.tagging.training_path.train_tagger` for a
+:class:`SequenceLabeler` (read and check the files, then :func:`train_corpora`)."""
+train_corpora = partial(training_path.train_corpora, SequenceLabeler)
+"""``grobid``, ``ner`` and the DeLFT facade: :func:`textorch.tagging.training_path.train_corpora`
+for a :class:`SequenceLabeler` (split, train, score, save)."""
 
 
 def write_metrics(scores: dict, path: str | None) -> None:
