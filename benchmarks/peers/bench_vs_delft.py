@@ -101,7 +101,7 @@ class Runner:
     """Starts runner processes, reads their ``BENCH_JSON`` line, keeps logs and failures."""
 
     def __init__(self, work: Path, delft_python: Path | None, threads: int | None = None,
-                 wapiti: str | None = None) -> None:
+                 wapiti: str | None = None, textorch_entry: list[str] | None = None) -> None:
         self.work = work
         self.wapiti = wapiti
         self.env = {**os.environ, **allocator_env()}
@@ -111,7 +111,7 @@ class Runner:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.failures: list[str] = []
         self.cache = work / "textorch-cache"
-        self.textorch_entry: list[str] = []
+        self.textorch_entry = textorch_entry or []
         """Options of the ``textorch`` entry point itself for whole-file tagging (``--pause-collector``)."""
 
     def command(self, system: str, args: list[str]) -> list[str]:
@@ -747,8 +747,8 @@ def main() -> int:
         print(f"DeLFT venv: {delft_env.venv_dir()} (created on first use, then reused)", flush=True)
         delft_python, versions = delft_env.ensure()
     vectors = delft_env.shared_embeddings()
-    r = Runner(work, delft_python, args.threads, args.wapiti and str(Path(args.wapiti).resolve()))
-    r.textorch_entry = ["--pause-collector"] if args.pause_collector else []
+    r = Runner(work, delft_python, args.threads, args.wapiti and str(Path(args.wapiti).resolve()),
+               ["--pause-collector"] if args.pause_collector else [])
     print("warming the embedding caches ...", flush=True)
     if "delft" in systems:
         r.runner("delft", "warm", ["warm"])

@@ -273,3 +273,20 @@ def test_grobid_eval_streams_and_scores_as_the_whole_file(tmp_path: Path, tiny_g
             assert scores["n_sequences"] == 5
             assert scores == json.loads(json.dumps(SequenceLabeler.load(model).evaluate(
                 whole.__class__(sequences, whole.format, path=whole.path))))
+
+
+def test_grobid_eval_names_the_line_of_a_malformed_sequence(tmp_path: Path, tiny_grobid: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """Read in chunks, a bad line far into the file still stops the evaluation with its file:line."""
+    model = tmp_path / "model"
+    assert main(["grobid", "caption-like", "train", "--input", str(tiny_grobid), "--architecture", "BidLSTM_CRF_FEATURES",
+                 "--max-epoch", "1", "--output", str(model)]) == 0
+    lines = tiny_grobid.read_text().splitlines()
+    bad_at = max(i for i, line in enumerate(lines) if line.strip())  # the last token line
+    lines[bad_at] = lines[bad_at].split()[0] + " " + lines[bad_at].split()[-1]  # its feature columns gone
+    broken = tmp_path / "broken.train"
+    broken.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["grobid", "caption-like", "eval", "--input", str(broken), "--output", str(model),
+                 "--chunk-sequences", "3"]) == 2
+    assert f"{broken}:{bad_at + 1}:" in capsys.readouterr().err
