@@ -17,8 +17,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from safetensors.torch import load_file, save_file
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from textorch import __version__
 from textorch.errors import ModelFormatError
@@ -79,6 +81,8 @@ def save_model_dir(
     A failed write (disk full, a read-only or pseudo file system) is a :class:`ModelFormatError`
     naming ``target``: the user's to fix, so the CLI says it in one line rather than a traceback.
     """
+    from safetensors.torch import save_file
+
     target = Path(target)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
@@ -150,8 +154,10 @@ def read_model_config(directory: str | Path) -> dict:
     return config
 
 
-def load_model_dir(directory: str | Path) -> tuple[dict, dict, dict[str, torch.Tensor]]:
-    """Config, vocabularies and weights of a model directory, integrity-checked."""
+def load_model_dir(directory: str | Path, arrays: str = "torch") -> tuple[dict, dict, dict[str, Any]]:
+    """Config, vocabularies and weights of a model directory, integrity-checked; the weights as
+    torch tensors, or with ``arrays="numpy"`` as NumPy arrays (a reader that runs no PyTorch
+    network need not import torch)."""
     directory = Path(directory)
     config = read_model_config(directory)
     vocab_path = directory / VOCAB_FILE
@@ -169,6 +175,10 @@ def load_model_dir(directory: str | Path) -> tuple[dict, dict, dict[str, torch.T
         raise ModelFormatError(
             f"{weights_path}: checksum does not match config.json (file truncated or modified)"
         )
+    if arrays == "numpy":
+        from safetensors.numpy import load_file
+    else:
+        from safetensors.torch import load_file
     try:
         state_dict = load_file(str(weights_path))
     except Exception as exc:  # safetensors raises several types for corrupt files
@@ -183,16 +193,18 @@ class SavedModel:
     config: dict
     """``config.json``: its ``model`` and ``data`` sections give the configs back (``from_dict``)."""
     vocab: dict
-    state: dict[str, torch.Tensor]
+    state: dict[str, Any]
+    """torch tensors, or NumPy arrays (``load_checked(..., arrays=\"numpy\")``)."""
     builder: str
     """The builder that made the network, which the loading release knows."""
 
 
-def load_checked(directory: str | Path, task: str, builders: Collection[str], default_builder: str = "") -> SavedModel:
+def load_checked(directory: str | Path, task: str, builders: Collection[str], default_builder: str = "",
+                 arrays: str = "torch") -> SavedModel:
     """:func:`load_model_dir`, then the checks every ``load`` needs: a model of ``task`` (not
     the other kind) whose builder this release has (``default_builder`` for directories written
     before the builder was recorded). A failure is a :class:`ModelFormatError` naming the directory."""
-    config, vocab, state = load_model_dir(directory)
+    config, vocab, state = load_model_dir(directory, arrays)
     if config.get("task") != task:
         raise ModelFormatError(f"{directory}: a {config.get('task')!r} model, not a {task.replace('_', ' ')} model")
     builder = config.get("builder", default_builder)

@@ -56,7 +56,7 @@ def emit(payload: dict) -> None:
 
 def supports(architecture: str) -> str | None:
     """None when textorch can train ``architecture`` with a transformer, else the reason why not."""
-    from textorch.models.architectures import ARCHITECTURES
+    from textorch.models.architecture_table import ARCHITECTURES
 
     if architecture not in ARCHITECTURES:
         return f"textorch has no architecture {architecture!r} yet"

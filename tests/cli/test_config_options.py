@@ -11,7 +11,7 @@ import pytest
 from textorch.cli import apps, seq
 from textorch.cli.config_options import add_config_options, cli_fields, config_from_args
 from textorch.cli.main import _build_parser
-from textorch.models.architectures import ARCHITECTURES
+from textorch.models.architecture_table import ARCHITECTURES
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.train.config import option
 

@@ -22,7 +22,7 @@ from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
 from textorch.tagging.labeler import SequenceLabeler
-from textorch.models.architectures import ARCHITECTURES, get_architecture
+from textorch.models.architecture_table import ARCHITECTURES, get_architecture
 from textorch.models.heads import CRFHead
 from textorch.models.transformer import TransformerEmbedder
 from textorch.models.transformer_source import TransformerParts, load_tokenizer, resolve_transformer

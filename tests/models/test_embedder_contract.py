@@ -15,7 +15,7 @@ import torch
 from test_architectures import DELFT_NAMES, SMALL
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
-from textorch.models.architectures import get_architecture
+from textorch.models.architecture_table import get_architecture
 from textorch.models.embedders import Embedder, rows_encoder
 from textorch.tagging.config import DataConfig, ModelConfig
 from textorch.tagging.labeler import SequenceLabeler

@@ -25,7 +25,7 @@ from textorch.data.cls_readers import CLS_FORMATS, INPUT_FORMATS
 from textorch.eval.cls_metrics import format_cls_report
 from textorch.models.classifiers import CLS_ARCHITECTURES
 from textorch.train.dist import session
-from textorch.train.resume import checkpoint_options
+from textorch.train.checkpoint_options import checkpoint_options
 from textorch.data.json_stream import JsonListWriter
 from textorch.data.staged_output import staged_output
 from textorch.data.writers import answer_header

@@ -4,9 +4,12 @@ and the ``--engine`` options of the commands that run a saved model."""
 from __future__ import annotations
 
 import argparse
+import logging
 
 from textorch.cli.commands import group_help
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 
 def load_saved_model(directory: str | Path, device: str = "cpu", cache_dir: str | None = None):
@@ -88,6 +91,27 @@ def apply_engine_options(args: argparse.Namespace, predictor) -> None:
     check_inference_precision(args.precision, predictor.device, engine)
     predictor.precision = args.precision
     use_engine(predictor, args.model, engine, quantized, export_dir, args.threads)
+
+
+def torch_free_tagger(args: argparse.Namespace):
+    """With ``--engine onnx``, the :class:`~textorch.tagging.onnx_tagger.OnnxTagger` that runs the
+    model's current export without importing PyTorch (a second or more of start-up); None where it
+    cannot (several processes, ``--precision bf16``, ``--device cuda``, no current export...): the
+    command then loads the ``SequenceLabeler``, which exports first where needed."""
+    if getattr(args, "engine", "torch") != "onnx" or args.precision != "fp32" or args.device == "cuda":
+        return None
+    from textorch.tagging.onnx_tagger import NotServed, OnnxTagger
+    from textorch.train.dist import context_from_env
+
+    if context_from_env().world_size > 1:
+        return None
+    try:
+        tagger = OnnxTagger.open(args.model, args.onnx_dir, args.quantized, args.cache_dir, args.threads)
+    except NotServed as why:
+        logger.info("%s: loading it with PyTorch (%s)", args.model, why)
+        return None
+    logger.info("%s runs with ONNX Runtime from its export, without PyTorch", args.model)
+    return tagger
 
 
 def register(groups: argparse._SubParsersAction) -> None:

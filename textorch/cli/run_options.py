@@ -94,7 +94,7 @@ def add_train_commands(
     ``what``: the model ("a tagger"), ``data``: the training file ("labelled training file
     (CoNLL or GROBID)"), ``split``: how held-out parts are drawn ("held out by seed").
     """
-    from textorch.train.resume import add_checkpoint_options
+    from textorch.train.checkpoint_options import add_checkpoint_options
 
     p = commands.add_parser("train", help=f"train {what} and save it")
     p.add_argument("--train", required=True, help=data)

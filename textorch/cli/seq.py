@@ -5,19 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
+
+from typing import TYPE_CHECKING
 
 from textorch.cli.commands import group_help
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.eval.entity_report import format_report
-from textorch.models.architectures import ARCHITECTURES
+from textorch.models.architecture_table import ARCHITECTURES
 from textorch.data.staged_output import staged_output
 from textorch.runtime.progress import TaggingProgress
 from textorch.train.dist import DistContext, session
-from textorch.train.resume import checkpoint_options, refuse_checkpoint_options
 from textorch.data.streams import stream_labelled
-from textorch.tagging import tag_files, training
-from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging import tag_files
+
+if TYPE_CHECKING:
+    from textorch.tagging.labeler import SequenceLabeler
+    from textorch.tagging.onnx_tagger import OnnxTagger
 from textorch.cli.run_options import (
     add_run_options,
     add_seq_run_options,
@@ -27,7 +32,7 @@ from textorch.cli.run_options import (
     print_architectures,
 )
 from textorch.cli.config_options import add_config_options, config_from_args
-from textorch.cli.export import add_engine_options, apply_engine_options
+from textorch.cli.export import add_engine_options, apply_engine_options, torch_free_tagger
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``seq train``; the ``grobid`` and ``ner`` commands take the same ones.
@@ -49,6 +54,9 @@ def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfi
 
 
 def _train(args: argparse.Namespace, evaluate: bool) -> int:
+    from textorch.tagging import training
+    from textorch.train.checkpoint_options import checkpoint_options, refuse_checkpoint_options
+
     model, train, data = configs_from_args(args)
     fold_parallel = fold_parallel_option(args)
     with session(args.device, args.threads) as (ctx, device):
@@ -69,6 +77,9 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from textorch.tagging import training
+    from textorch.tagging.labeler import SequenceLabeler
+
     with session(args.device, args.threads) as (ctx, device):
         labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
@@ -83,10 +94,11 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _tag(args: argparse.Namespace) -> int:
-    with session(args.device, args.threads) as (ctx, device):
-        started = time.perf_counter()
-        labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
-        apply_engine_options(args, labeler)
+    started = time.perf_counter()
+    onnx_tagger = torch_free_tagger(args)
+    place = nullcontext((DistContext(), None)) if onnx_tagger is not None else session(args.device, args.threads)
+    with place as (ctx, device):
+        labeler = onnx_tagger or _loaded_labeler(args, device)
         load_s = time.perf_counter() - started
         output_format = "json" if args.input_format == "text" else args.input_format
         run = tag_streamed(args, ctx, labeler, args.input_format, output_format, args.output, Path(args.model).name,
@@ -96,7 +108,15 @@ def _tag(args: argparse.Namespace) -> int:
     return 0
 
 
-def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLabeler, input_format: str, output_format: str,
+def _loaded_labeler(args: argparse.Namespace, device: object) -> SequenceLabeler:
+    from textorch.tagging.labeler import SequenceLabeler
+
+    labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
+    apply_engine_options(args, labeler)
+    return labeler
+
+
+def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLabeler | OnnxTagger, input_format: str, output_format: str,
                  output: str | None, model_name: str, batch_size: int, with_scores: bool,
                  labels_as: str | None = None) -> tag_files.TaggingRun:
     """Read, tag and write chunk by chunk (``seq tag``, ``grobid MODEL tag``): the output appears

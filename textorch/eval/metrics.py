@@ -17,7 +17,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the counts' tensor form serves distributed runs only; a tagging command need not import torch
+    import torch
 
 Entity = tuple[str, int, int]
 """``(label, start, end)``, token offsets with ``end`` exclusive."""
@@ -184,6 +187,8 @@ class EntityCounts:
         for label in labels:
             values += [float(getattr(self, name).get(label, 0)) for name in _COUNT_NAMES]
         values += [float(self.n_sequences), float(self.n_tokens)]
+        import torch
+
         return torch.tensor(values, dtype=torch.float64)
 
     @classmethod

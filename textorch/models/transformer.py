@@ -24,7 +24,7 @@ from textorch.models.length_groups import in_length_groups, length_groups
 from textorch.models.tagger import SequenceTagger
 
 if TYPE_CHECKING:  # architectures.py imports this module to register the builder
-    from textorch.models.architectures import Architecture
+    from textorch.models.architecture_table import Architecture
 
 
 class TransformerEmbedder(Embedder):

@@ -18,6 +18,7 @@ from textorch.errors import ConfigError
 from textorch.models.encoders import IdentityEncoder, RecurrentEncoder
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
+from textorch.onnx.layout import CRF_FILE, LABELS_FILE
 from textorch.onnx.files import (  # noqa: F401  (the constants are part of this module's API)
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -181,7 +182,7 @@ def export_labeler(labeler, output: str | Path, quantize: bool = False, source_d
     graph = tagger_graph(labeler)
     encoder, head = labeler.encoder, labeler.model.head
     files: dict[str, object] = {
-        "labels.json": encoder.labels.items,
+        LABELS_FILE: encoder.labels.items,
         "vocab.json": {
             "chars": encoder.chars.items,
             "features": [vocab.items for vocab in encoder.features],
@@ -192,7 +193,7 @@ def export_labeler(labeler, output: str | Path, quantize: bool = False, source_d
     }
     if isinstance(head, CRFHead):
         crf = head.crf
-        files["crf.json"] = {
+        files[CRF_FILE] = {
             "transitions": crf.transitions.detach().cpu().tolist(),
             "start": crf.start_transitions.detach().cpu().tolist(),
             "end": crf.end_transitions.detach().cpu().tolist(),

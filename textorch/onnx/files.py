@@ -23,18 +23,17 @@ from torch import nn
 
 from textorch.errors import ConfigError
 from textorch.model_dir import CONFIG_FILE
+from textorch.onnx.layout import (  # noqa: F401 - this module's names since the first export
+    DESCRIPTION_FILE,
+    FORMAT_VERSION,
+    GRAPH_REVISION,
+    ONNX_FILE,
+    OPSET,
+    QUANTIZED_FILE,
+    TOKENIZER_FILE,
+)
 
 logger = logging.getLogger(__name__)
-
-ONNX_FILE = "model.onnx"
-QUANTIZED_FILE = "model.int8.onnx"
-DESCRIPTION_FILE = "onnx-model.json"
-TOKENIZER_FILE = "tokenizer.json"
-FORMAT_VERSION = 1
-GRAPH_REVISION = 2
-"""How textorch builds graphs (not a format: every revision reads the same way). Revision 2 made
-each bidirectional RNN one native node; an automatic export of an older revision is redone."""
-OPSET = 17
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textorch.errors import ConfigError
-from textorch.models.architectures import (
+from textorch.models.architecture_table import (
     ARCHITECTURES,
     RNN_TAGGER_V3,
     TRANSFORMER_V2,

@@ -17,7 +17,8 @@ import torch
 
 from textorch.data.encoding import SequenceEncoder
 from textorch.model_dir import load_checked, load_weights, save_model_dir
-from textorch.models.architectures import BUILDERS, get_architecture
+from textorch.models.architecture_table import get_architecture
+from textorch.models.architectures import BUILDERS
 from textorch.models.transformer_source import TransformerParts, load_saved
 from textorch.tagging.config import TASK, DataConfig, ModelConfig, saved_configs, to_dict
 from textorch.tagging.network import build_network, untied

@@ -13,12 +13,8 @@ from textorch.data.corpus import Corpus
 from textorch.data.encoding import SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
 from textorch.errors import ConfigError
-from textorch.models.architectures import (
-    Architecture,
-    build_rnn_tagger_v1,
-    build_transformer_tagger_v1,
-    get_architecture,
-)
+from textorch.models.architecture_table import Architecture, get_architecture
+from textorch.models.architectures import build_rnn_tagger_v1, build_transformer_tagger_v1
 from textorch.models.crf import CRF
 from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.transformer_source import TransformerParts, open_pretrained

@@ -20,7 +20,7 @@ from textorch.data.corpus import Corpus
 from textorch.data.features import DELFT_FEATURES_VOCABULARY_SIZE, require_feature_columns
 from textorch.data.checked_read import read_validated
 from textorch.errors import ConfigError, DataError
-from textorch.models.architectures import get_architecture
+from textorch.models.architecture_table import get_architecture
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,7 @@ import gzip
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.json_stream import JsonListWriter
@@ -26,9 +25,12 @@ from textorch.data.writers import answer_header, conll_block, grobid_block
 from textorch.errors import ConfigError, TextorchError
 from textorch.eval.metrics import EntityCounts
 from textorch.tagging.answer import text_record
-from textorch.tagging.labeler import Prediction, SequenceLabeler
+from textorch.tagging.prediction import Prediction
 from textorch.runtime.progress import TaggingProgress
 from textorch.train.dist import DistContext
+
+if TYPE_CHECKING:  # a tagger is handed in: ONNX Runtime's own tagger runs here without torch
+    from textorch.tagging.labeler import SequenceLabeler
 
 INPUT_FORMATS = ("text", "conll", "grobid")
 
@@ -208,6 +210,8 @@ def _stats(n_sequences: int, n_tokens: int, load_s: float, tag_s: float) -> dict
 
 def set_threads(threads: int | None) -> None:
     if threads:
+        import torch
+
         torch.set_num_threads(threads)
 
 

@@ -9,7 +9,7 @@ from textorch.data.corpus import Corpus
 from textorch.data.crf_template import FeatureTemplate, check_columns, generated_template, read_template
 from textorch.data.encoding import SequenceEncoder
 from textorch.data.template_features import column_value_counts
-from textorch.models.architectures import get_architecture
+from textorch.models.architecture_table import get_architecture
 from textorch.tagging.config import ModelConfig
 
 

@@ -15,14 +15,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import torch
-import torch.distributed as torch_dist
+if TYPE_CHECKING:
+    import torch
 
 from textorch.errors import ConfigError, TextorchError
 
 logger = logging.getLogger(__name__)
+
+
+def _torch_dist():
+    """``torch.distributed``, imported on first use: a one-process command that runs no PyTorch
+    network (tagging with ONNX Runtime) reads its rank facts here without importing torch."""
+    import torch.distributed
+
+    return torch.distributed
 
 ENV_TIMEOUT = "TEXTORCH_DIST_TIMEOUT"
 """Seconds a collective may wait for a missing process before failing (default 1800)."""
@@ -41,7 +49,7 @@ class LostPeer(TextorchError):
 
 def _is_comm_failure(exc: BaseException) -> bool:
     """Gloo raises plain RuntimeErrors; NCCL and the stores raise ``DistError`` subclasses."""
-    if isinstance(exc, getattr(torch_dist, "DistError", ())):
+    if isinstance(exc, getattr(_torch_dist(), "DistError", ())):
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("gloo" in text or "Connection closed by peer" in text or "Timed out" in text)
@@ -69,7 +77,7 @@ class DistContext:
 
     @property
     def enabled(self) -> bool:
-        return self.world_size > 1 and torch_dist.is_available() and torch_dist.is_initialized()
+        return self.world_size > 1 and _torch_dist().is_available() and _torch_dist().is_initialized()
 
     @property
     def shows_progress(self) -> bool:
@@ -87,12 +95,12 @@ class DistContext:
 
     def barrier(self) -> None:
         if self.enabled:
-            torch_dist.barrier()
+            _torch_dist().barrier()
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum a tensor over all processes (in place, and returned); identity with one process."""
         if self.enabled:
-            torch_dist.all_reduce(tensor, op=torch_dist.ReduceOp.SUM)
+            _torch_dist().all_reduce(tensor, op=_torch_dist().ReduceOp.SUM)
         return tensor
 
     def all_gather_objects(self, value: Any) -> list[Any]:
@@ -100,7 +108,7 @@ class DistContext:
         if not self.enabled:
             return [value]
         gathered: list[Any] = [None] * self.world_size
-        torch_dist.all_gather_object(gathered, value)
+        _torch_dist().all_gather_object(gathered, value)
         return gathered
 
     @contextmanager
@@ -148,6 +156,8 @@ def under_launcher() -> bool:
 
 def resolve_device(requested: str, ctx: DistContext) -> torch.device:
     """``auto`` picks CUDA when present; each process takes the GPU of its local rank."""
+    import torch
+
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda":
@@ -240,6 +250,9 @@ def session(device: str = "cpu", threads: int | None = None) -> Iterator[tuple[D
     per-worker share of the cores. The group is destroyed on success, error and Ctrl-C alike,
     so no process exits with a leaked-resource warning.
     """
+    import torch
+
+    torch_dist = _torch_dist()
     ctx = context_from_env()
     if threads:
         torch.set_num_threads(threads)

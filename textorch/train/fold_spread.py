@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
-
-import torch.distributed as torch_dist
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textorch.errors import ConfigError
-from textorch.train.dist import DistContext
+
+if TYPE_CHECKING:  # the option's check runs at parse time, before (and without) torch
+    from textorch.train.dist import DistContext
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,8 @@ class FoldExchange:
     def gather(self, mine: dict[int, T]) -> list[T]:
         """Every fold's result, in fold order, on every process (``mine``: this process's, by fold)."""
         parts: list[dict[int, T] | None] = [None] * self.ctx.world_size
+        import torch.distributed as torch_dist
+
         torch_dist.all_gather_object(parts, mine, group=self.group)
         merged: dict[int, T] = {}
         for part in parts:
@@ -101,6 +103,8 @@ class FoldExchange:
     def broadcast(self, value: T | None, src: int) -> T:
         """``value`` of rank ``src`` on every process (pickled: tensors must be on the CPU)."""
         box: list[Any] = [value]
+        import torch.distributed as torch_dist
+
         torch_dist.broadcast_object_list(box, src=src, group=self.group)
         return box[0]
 
@@ -133,6 +137,8 @@ def fold_exchange(ctx: DistContext, fold_count: int) -> Iterator[FoldExchange]:
 
     gloo whatever the training backend: the results are pickled objects on the CPU.
     """
+    import torch.distributed as torch_dist
+
     group = torch_dist.new_group(backend="gloo", timeout=FOLD_WAIT)
     exchange = FoldExchange(ctx, fold_count, group)
     logger.info(exchange.describe())

@@ -20,7 +20,7 @@ from textorch.data.splits import cut_long_sequences
 from textorch.data.tags import conll_tag_error
 from textorch.data.tokenize import tokenize
 from textorch.errors import ConfigError, DataError, ModelFormatError, TextorchError
-from textorch.models.architectures import get_architecture
+from textorch.models.architecture_table import get_architecture
 from textorch.tagging.answer import tagging_document
 from textorch.tagging.delft.options import (
     DelftModelConfig,

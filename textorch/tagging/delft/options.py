@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from textorch.data.features import DELFT_FEATURES_VOCABULARY_SIZE
 from textorch.errors import ConfigError
-from textorch.models.architectures import get_architecture
+from textorch.models.architecture_table import get_architecture
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.tagging.delft.embeddings import resolve_embeddings_name
 from textorch.tagging.presets import DELFT_LR_DECAY

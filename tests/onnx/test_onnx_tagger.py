@@ -1,0 +1,119 @@
+"""The ONNX Runtime tagger that runs without PyTorch: the same answers as ``--engine onnx`` through
+the ``SequenceLabeler``, served only where its export is current, and a tagging command that never
+imports torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+
+from textorch.data.corpus import TokenSequence  # noqa: E402
+from textorch.data.readers import read_labelled  # noqa: E402
+from textorch.embeddings import open_embeddings  # noqa: E402
+from textorch.onnx.engine import attach_onnx  # noqa: E402
+from textorch.onnx.layout import DESCRIPTION_FILE  # noqa: E402
+from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
+from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
+from textorch.tagging.onnx_tagger import NotServed, OnnxTagger  # noqa: E402
+
+SMALL = dict(char_dim=8, char_hidden=8, word_hidden=12, feature_dim=3, feature_output_dim=8, dropout=0.1)
+_CACHE: dict[str, Path] = {}
+
+
+def _saved(tmp_path_factory: pytest.TempPathFactory, data: Path, architecture: str) -> Path:
+    """A briefly trained model directory with its ONNX export in ``MODEL/onnx``, one per architecture."""
+
+    def train() -> Path:
+        root = tmp_path_factory.mktemp(architecture)
+        corpus = read_labelled(data)
+        words = sorted({t for s in corpus.sequences for t in s.tokens})[::2]
+        rng = np.random.default_rng(0)
+        vectors = root / "vectors.txt"
+        vectors.write_text("\n".join([f"{len(words)} 6"] + [f"{w} " + " ".join(f"{v:.4f}" for v in rng.normal(size=6))
+                                                             for w in words]) + "\n", encoding="utf-8")
+        labeler = SequenceLabeler.build(corpus, ModelConfig(architecture=architecture, **SMALL), DataConfig(),
+                                        embeddings=open_embeddings(str(vectors), cache_dir=root / "cache"), seed=1)
+        labeler.fit(corpus, None, TrainConfig(max_epoch=1, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
+        model = root / "model"
+        labeler.save(model)
+        attach_onnx(labeler, model)  # exports into MODEL/onnx
+        return model
+
+    if architecture not in _CACHE:
+        _CACHE[architecture] = train()
+    return _CACHE[architecture]
+
+
+@pytest.fixture(scope="module")
+def grobid_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from conftest import write_tiny_grobid
+
+    return write_tiny_grobid(tmp_path_factory.mktemp("data") / "tiny.grobid.txt")
+
+
+@pytest.mark.parametrize("architecture", ["BidLSTM_CRF", "BidLSTM_CRF_FEATURES_TEMPLATE", "BidLSTM", "BidLSTM_CNN_CRF"])
+def test_the_same_answers_as_the_onnx_engine_of_the_labeler(tmp_path_factory, grobid_file: Path, architecture: str) -> None:
+    model = _saved(tmp_path_factory, grobid_file, architecture)
+    labeler = SequenceLabeler.load(model, engine="onnx")
+    tagger = OnnxTagger.open(model, threads=1)
+    sequences = read_labelled(grobid_file).sequences
+    sequences = [*sequences[:5], TokenSequence([], line=1), *sequences[5:]]  # an empty sequence among them
+    for batch_size in (1, 7, 64):
+        expected = labeler.predict(sequences, batch_size=batch_size)
+        got = tagger.predict(sequences, batch_size=batch_size)
+        assert [p.labels for p in got] == [p.labels for p in expected]
+        for a, b in zip(expected, got):
+            np.testing.assert_allclose(b.scores, a.scores, atol=1e-5)
+    bare = tagger.predict(sequences, batch_size=7, with_scores=False)
+    assert [p.labels for p in bare] == [p.labels for p in expected] and all(p.scores is None for p in bare)
+    assert got[5].labels == [] and got[5].scores == []
+
+
+def test_served_only_from_a_current_export(tmp_path_factory, grobid_file: Path, tmp_path: Path) -> None:
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF"), model)
+    description_file = model / "onnx" / DESCRIPTION_FILE
+    description = json.loads(description_file.read_text())
+    OnnxTagger.open(model)  # served as exported
+
+    older = {k: v for k, v in description.items() if k != "graph_revision"}
+    description_file.write_text(json.dumps(older))
+    with pytest.raises(NotServed, match="older graph revision"):
+        OnnxTagger.open(model)  # --engine onnx would export this default directory again
+    OnnxTagger.open(model, export_dir=model / "onnx")  # a directory the user names is used as it is
+
+    description_file.write_text(json.dumps({**description, "source_weights_sha256": "0" * 64}))
+    with pytest.raises(NotServed, match="other weights"):
+        OnnxTagger.open(model)
+    shutil.rmtree(model / "onnx")
+    with pytest.raises(NotServed, match="no readable"):
+        OnnxTagger.open(model)
+    with pytest.raises(NotServed, match="not a textorch tagger"):
+        OnnxTagger.open(tmp_path)
+
+
+def test_a_tagging_command_with_a_current_export_never_imports_torch(tmp_path_factory, grobid_file: Path,
+                                                                     tmp_path: Path) -> None:
+    model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
+    outputs = {}
+    for engine in ("onnx", "torch"):
+        out = tmp_path / f"{engine}.txt"
+        script = ("import sys; from textorch.cli.main import main; "
+                  f"code = main(['seq', 'tag', '--model', {str(model)!r}, '--input', {str(grobid_file)!r}, "
+                  f"'--input-format', 'grobid', '--output', {str(out)!r}, '--engine', {engine!r}, '--quiet']); "
+                  "print('torch' in sys.modules, 'numba' in sys.modules); sys.exit(code)")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outputs[engine] = (done.stdout.split(), out.read_bytes())
+    assert outputs["onnx"][0] == ["False", "False"]  # neither torch nor Numba was loaded
+    assert outputs["torch"][0][0] == "True"
+    assert outputs["onnx"][1] == outputs["torch"][1]  # the same tagged file, byte for byte

@@ -1,0 +1,72 @@
+"""CRF decoding in NumPy alone: Viterbi paths and their posteriors, vectorised over the batch.
+
+Why a third form of the same recursions: a process that tags with ONNX Runtime
+(:mod:`textorch.tagging.onnx_tagger`) imports neither PyTorch nor Numba, whose imports and kernel
+load cost more start-up than a short input's whole tagging. Each time step here is a handful of
+NumPy calls over the whole batch, which is slower per step than the compiled kernel of
+:mod:`textorch.models.crf_compiled` on long batches but needs nothing loaded. The rules are the
+reference CRF's (:mod:`textorch.models.crf`): float64 sums in the same order, ties to the
+lowest-numbered previous tag and the lowest last tag, so the paths are the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def viterbi_paths(emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray,
+                  end: np.ndarray) -> np.ndarray:
+    """Best tag ids ``(B, L)`` int64 for rows of ``lengths`` (>= 1); 0 beyond each length.
+    Positions past a row's length are never read."""
+    em = emissions.astype(np.float64, copy=False)
+    batch, length, _ = em.shape
+    lengths = np.asarray(lengths, dtype=np.int64)
+    score = start[None, :] + em[:, 0]
+    pointers = np.zeros((length, batch, len(start)), dtype=np.int64)
+    for t in range(1, length):
+        candidates = score[:, :, None] + trans[None, :, :]  # (B, previous, next)
+        best_previous = candidates.argmax(axis=1)  # the first maximum: the lowest previous tag
+        stepped = np.take_along_axis(candidates, best_previous[:, None, :], axis=1)[:, 0, :] + em[:, t]
+        active = (t < lengths)[:, None]
+        score = np.where(active, stepped, score)
+        pointers[t] = best_previous
+    current = (score + end[None, :]).argmax(axis=1)
+    paths = np.zeros((batch, length), dtype=np.int64)
+    rows = np.arange(batch)
+    for t in range(length - 1, -1, -1):
+        active = t < lengths
+        paths[active, t] = current[active]
+        if t:
+            current = np.where(active, pointers[t, rows, current], current)
+    return paths
+
+
+def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
+    top = values.max(axis=axis, keepdims=True)
+    return np.squeeze(top, axis=axis) + np.log(np.exp(values - top).sum(axis=axis))
+
+
+def path_posteriors(emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray,
+                    end: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """``P(y_t = paths[b, t] | x)`` ``(B, L)`` float32 by the forward-backward recursions in log
+    space (no underflow to guard against); 0 beyond each length."""
+    em = emissions.astype(np.float64, copy=False)
+    batch, length, num_tags = em.shape
+    lengths = np.asarray(lengths, dtype=np.int64)
+    alpha = np.empty((length, batch, num_tags))
+    alpha[0] = start[None, :] + em[:, 0]
+    for t in range(1, length):
+        stepped = _logsumexp(alpha[t - 1][:, :, None] + trans[None, :, :], axis=1) + em[:, t]
+        alpha[t] = np.where((t < lengths)[:, None], stepped, alpha[t - 1])
+    beta = np.empty((length, batch, num_tags))
+    beta[length - 1] = np.broadcast_to(end[None, :], (batch, num_tags))
+    for t in range(length - 2, -1, -1):
+        following = beta[t + 1] + em[:, t + 1]
+        stepped = _logsumexp(trans[None, :, :] + following[:, None, :], axis=2)
+        # A row's last position starts its backward pass with the end scores.
+        beta[t] = np.where((t < lengths - 1)[:, None], stepped, end[None, :])
+    log_total = _logsumexp(alpha[lengths - 1, np.arange(batch)] + end[None, :], axis=1)
+    chosen = np.take_along_axis(alpha + beta, paths.T[:, :, None], axis=2)[:, :, 0].T  # (B, L)
+    posteriors = np.exp(chosen - log_total[:, None])
+    posteriors[np.arange(length)[None, :] >= lengths[:, None]] = 0.0
+    return posteriors.astype(np.float32)

@@ -1,0 +1,226 @@
+"""A saved tagger's ONNX export run without PyTorch: ONNX Runtime for the network, NumPy for the rest.
+
+Why: a command that tags a file spends more of a short input's time starting than tagging.
+Importing torch alone takes over a second, and loading Numba's CRF kernel most of another
+(docs/performance.md), while GROBID's CRF starts in milliseconds. With ``--engine onnx`` the
+network already runs in ONNX Runtime; this tagger also reads the model directory, encodes the
+input (:class:`~textorch.data.encoding.SequenceEncoder`, the library's one encoder) and decodes
+the CRF (:mod:`textorch.models.crf_arrays`) without importing torch or Numba.
+
+It serves what it can serve exactly as :class:`~textorch.tagging.labeler.SequenceLabeler` with
+``--engine onnx`` does (same graph, encoder and CRF rules): a recurrent tagger (no transformer)
+whose export in the model directory is current. :meth:`OnnxTagger.open` raises
+:class:`NotServed` otherwise, and the command loads the ``SequenceLabeler``, which exports first
+where needed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from textorch.data.corpus import TokenSequence
+from textorch.data.encoding import EncodedSequence, SequenceEncoder
+from textorch.data.word_table import WordTable
+from textorch.embeddings.lookup import word_source
+from textorch.errors import ConfigError, ModelFormatError
+from textorch.model_dir import load_checked, read_model_config
+from textorch.models.architecture_table import RNN_BUILDERS, get_architecture
+from textorch.models.crf_arrays import path_posteriors, viterbi_paths
+from textorch.onnx.layout import CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE
+from textorch.tagging.config import TASK, saved_configs
+from textorch.tagging.prediction import Prediction
+from textorch.tagging.word_table_calls import WordTableCalls
+
+if TYPE_CHECKING:
+    from textorch.train.dist import DistContext
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE_TABLE_WEIGHT = "template_emissions.keys"
+"""The weight that holds a ``_TEMPLATE`` tagger's fitted feature table (see
+:func:`textorch.tagging.template_choice.load_table`)."""
+
+
+class NotServed(Exception):
+    """This tagger cannot run the model as asked; the reason says why (the caller loads the
+    ``SequenceLabeler`` instead)."""
+
+
+class OnnxTagger:
+    """``predict`` of a :class:`~textorch.tagging.labeler.SequenceLabeler` under ``--engine onnx``,
+    for one process, from the model directory and its ONNX export alone."""
+
+    task = TASK
+
+    def __init__(self, encoder: SequenceEncoder, word_table: WordTable | None, session: object,
+                 crf: tuple[np.ndarray, np.ndarray, np.ndarray] | None, input_format: str, n_features: int) -> None:
+        self.encoder = encoder
+        self.word_table = word_table
+        self.session = session
+        self.input_names = [i.name for i in session.get_inputs()]  # type: ignore[attr-defined]
+        self.crf = crf
+        """Transitions, start and end scores (float64); None: a softmax tagger."""
+        self.input_format = input_format
+        self.n_features = n_features
+        self._calls = WordTableCalls()
+
+    @classmethod
+    def open(cls, directory: str | Path, export_dir: str | Path | None = None, quantized: bool = False,
+             cache_dir: str | Path | None = None, threads: int | None = None) -> "OnnxTagger":
+        """The tagger of a model directory and its export (``export_dir``, default ``MODEL/onnx``).
+
+        Raises :class:`NotServed` when the directory is not a textorch recurrent tagger or has no
+        current export of the graph revision this release makes (the ``SequenceLabeler`` path then
+        exports, or reports the problem)."""
+        directory = Path(directory)
+        config = _config_or_none(directory)
+        if config is None or config.get("task") != TASK:
+            raise NotServed(f"{directory} is not a textorch tagger directory")
+        architecture = (config.get("model") or {}).get("architecture", "")
+        try:
+            if get_architecture(architecture).uses_transformer:
+                raise NotServed(f"{architecture} has a transformer")
+        except ConfigError:
+            raise NotServed(f"unknown architecture {architecture!r}") from None
+        exported = Path(export_dir) if export_dir is not None else directory / "onnx"
+        description = _current_description(exported, config, architecture, explicit=export_dir is not None)
+        model_file = exported / (QUANTIZED_FILE if quantized else ONNX_FILE)
+        if not model_file.is_file():
+            raise NotServed(f"{model_file} is missing")
+        saved = load_checked(directory, TASK, RNN_BUILDERS, default_builder="rnn_tagger.v1", arrays="numpy")
+        model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
+        encoder = SequenceEncoder.from_json(saved.vocab)
+        if encoder.templates is not None:
+            encoder.templates.use_table(np.ascontiguousarray(saved.state[TEMPLATE_TABLE_WEIGHT]).view(np.uint64))
+        word_table = _word_table(saved.config.get("embeddings"), data_config.word_lookup, cache_dir)
+        crf = _crf_params(exported) if description.get("decoder", "crf") == "crf" else None
+        return cls(encoder, word_table, _session(model_file, threads), crf, input_format, n_features)
+
+    def predict(self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
+                with_scores: bool = True) -> list[Prediction]:
+        """Labels (and with ``with_scores`` each label's posterior) per sequence, in input order.
+        Batches are length-sorted within the call; no sequence's labels depend on the others."""
+        if ctx is not None and ctx.world_size > 1:
+            raise ConfigError("the ONNX Runtime tagger runs in one process; load a SequenceLabeler for several")
+        predictions: list[Prediction | None] = [None] * len(sequences)
+        with self._calls.call(self.word_table):
+            word_rows = self.word_table.index if self.word_table is not None else None
+            encoded = self.encoder.encode_many(sequences, with_labels=False, word_rows=word_rows)
+            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            for i in np.flatnonzero(lengths == 0).tolist():
+                predictions[i] = Prediction([], [] if with_scores else None)
+            order = np.flatnonzero(lengths)[np.argsort(lengths[lengths > 0], kind="stable")]
+            labels = self.encoder.labels.items
+            for start in range(0, len(order), max(batch_size, 1)):
+                rows = order[start:start + batch_size]
+                paths, scores = self._decode([encoded[i] for i in rows.tolist()], lengths[rows], with_scores)
+                path_rows = paths.tolist()
+                score_rows = scores.tolist() if scores is not None else None
+                for row, (index, n) in enumerate(zip(rows.tolist(), lengths[rows].tolist())):
+                    predictions[index] = Prediction([labels[k] for k in path_rows[row][:n]],
+                                                    None if score_rows is None else score_rows[row][:n])
+        return predictions  # type: ignore[return-value]
+
+    def _decode(self, items: list[EncodedSequence], lengths: np.ndarray,
+                with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        emissions = self.session.run(["emissions"], self._inputs(items, lengths))[0]  # type: ignore[attr-defined]
+        if self.crf is not None:
+            paths = viterbi_paths(emissions, lengths, *self.crf)
+            return paths, path_posteriors(emissions, lengths, *self.crf, paths) if with_scores else None
+        mask = np.arange(emissions.shape[1])[None, :] < lengths[:, None]
+        shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
+        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
+        return probabilities.argmax(axis=-1) * mask, (probabilities.max(axis=-1) * mask) if with_scores else None
+
+    def _inputs(self, items: list[EncodedSequence], lengths: np.ndarray) -> dict[str, np.ndarray]:
+        """The graph's inputs for one batch (see the export's ``onnx-model.json``), padded with 0
+        (character ids: a row of zeros), only those the graph reads."""
+        mask = np.arange(int(lengths.max()))[None, :] < lengths[:, None]
+
+        def padded(arrays: Sequence[np.ndarray], fill: int = 0) -> np.ndarray:
+            out = np.full(mask.shape + arrays[0].shape[1:], fill, dtype=np.int64)
+            out[mask] = np.concatenate(arrays)
+            return out
+
+        wanted = set(self.input_names)
+        inputs: dict[str, np.ndarray] = {"mask": mask.astype(np.int64)}
+        if "word_vectors" in wanted and self.word_table is not None:
+            inputs["word_vectors"] = self.word_table.matrix[padded([item.word_ids for item in items])]
+        if "char_ids" in wanted:
+            table = items[0].type_table  # one encode_many call: one table of token types
+            with_zero_row = np.vstack([table, np.zeros((1, table.shape[1]), dtype=table.dtype)])
+            types = padded([item.type_ids for item in items], fill=len(table))
+            width = max(item.char_width for item in items)
+            inputs["char_ids"] = np.ascontiguousarray(with_zero_row[types][:, :, :width], dtype=np.int64)
+        if "casing_ids" in wanted:
+            inputs["casing_ids"] = padded([item.casing_ids for item in items])
+        if "feature_ids" in wanted:
+            inputs["feature_ids"] = padded([item.feature_ids for item in items])  # type: ignore[misc]
+        if "template_rows" in wanted:
+            inputs["template_rows"] = padded([item.template_rows for item in items])  # type: ignore[misc]
+        missing = wanted - set(inputs)
+        if missing:
+            raise ModelFormatError(f"the ONNX graph reads {', '.join(sorted(missing))}, which this model's input lacks")
+        return inputs
+
+
+def _config_or_none(directory: Path) -> dict | None:
+    try:
+        return read_model_config(directory)
+    except ModelFormatError:
+        return None
+
+
+def _current_description(exported: Path, config: dict, architecture: str, explicit: bool) -> dict:
+    """The export's ``onnx-model.json`` when the export can run as it is: made from the weights the
+    model directory holds now, by this format, of this architecture (and, unless the directory
+    was named, of the current graph revision, as ``--engine onnx`` would otherwise export again)."""
+    path = exported / DESCRIPTION_FILE
+    try:
+        description = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise NotServed(f"no readable {path}") from None
+    if description.get("format_version") != FORMAT_VERSION or description.get("task", TASK) != TASK:
+        raise NotServed(f"{path}: another format or task")
+    if description.get("architecture") != architecture:
+        raise NotServed(f"{path}: the export is of another architecture")
+    recorded, current = description.get("source_weights_sha256"), config.get("weights_sha256")
+    if not recorded or not current or recorded != current:
+        raise NotServed(f"{path}: exported from other weights")
+    if not explicit and description.get("graph_revision", 1) < GRAPH_REVISION:
+        raise NotServed(f"{path}: an older graph revision")
+    return description
+
+
+def _word_table(described: dict | None, word_lookup: str, cache_dir: str | Path | None) -> WordTable | None:
+    if described is None:
+        return None
+    from textorch.embeddings.for_models import reopen_saved
+
+    return WordTable(word_source(reopen_saved(described, None, cache_dir), word_lookup))
+
+
+def _crf_params(exported: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    path = exported / CRF_FILE
+    try:
+        params = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(np.asarray(params[k], dtype=np.float64) for k in ("transitions", "start", "end"))  # type: ignore[return-value]
+    except (OSError, ValueError, KeyError) as exc:
+        raise NotServed(f"{path}: not readable ({exc})") from None
+
+
+def _session(model_file: Path, threads: int | None) -> object:
+    try:
+        import onnxruntime
+    except ImportError:
+        raise NotServed("onnxruntime is not installed") from None
+    options = onnxruntime.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
