@@ -102,7 +102,8 @@ def test_export_json_files_match_model(tmp_path: Path, tiny_grobid: Path) -> Non
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
     out = export_labeler(labeler, tmp_path / "export", quantize=True)
     assert sorted(p.name for p in out.iterdir()) == [
-        "crf.json", "labels.json", "model.int8.onnx", "model.onnx", "onnx-model.json", "vocab.json"]
+        "char-encoder.onnx", "crf.json", "labels.json", "model-char-vectors.onnx", "model.int8.onnx", "model.onnx",
+        "onnx-model.json", "vocab.json"]
     crf = json.loads((out / "crf.json").read_text())
     model_crf = labeler.model.head.crf
     np.testing.assert_allclose(crf["transitions"], model_crf.transitions.detach().numpy(), rtol=0, atol=1e-7)
@@ -116,6 +117,8 @@ def test_export_json_files_match_model(tmp_path: Path, tiny_grobid: Path) -> Non
     description = json.loads((out / "onnx-model.json").read_text())
     assert [i["name"] for i in description["inputs"]] == ["word_vectors", "char_ids", "feature_ids", "mask"]
     assert description["decoder"] == "crf"
+    assert description["char_encoder"] == {"model_file": "char-encoder.onnx", "network_file": "model-char-vectors.onnx",
+                                           "input": "char_rows", "output": "char_vectors"}
 
 
 def test_external_viterbi_from_json_equals_engine(tmp_path: Path, tiny_grobid: Path) -> None:

@@ -18,7 +18,7 @@ from textorch.errors import ConfigError
 from textorch.models.encoders import IdentityEncoder, RecurrentEncoder
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
-from textorch.onnx.layout import CRF_FILE, LABELS_FILE
+from textorch.onnx.layout import CHAR_ENCODER_FILE, CHAR_VECTORS_MODEL_FILE, CRF_FILE, LABELS_FILE
 from textorch.onnx.files import (  # noqa: F401  (the constants are part of this module's API)
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -43,11 +43,15 @@ class ExportableTagger(nn.Module):
     architecture uses are graph inputs (see :attr:`input_names`).
     """
 
-    def __init__(self, tagger: SequenceTagger) -> None:
+    def __init__(self, tagger: SequenceTagger, char_vectors_given: bool = False) -> None:
         super().__init__()
         # Each embedder knows its export form and the graph inputs it reads (models/embedders.py).
-        self.parts = nn.ModuleList(embedder.export_form() for embedder in tagger.embedders)
-        self.part_inputs = [embedder.graph_inputs for embedder in tagger.embedders]
+        # ``char_vectors_given``: the character encoder's output is an input (``char_vectors``),
+        # computed apart by the graph of :class:`ExportableCharEncoder`.
+        given = [char_vectors_given and _reads_chars(embedder) for embedder in tagger.embedders]
+        self.parts = nn.ModuleList(nn.Identity() if g else embedder.export_form()
+                                   for g, embedder in zip(given, tagger.embedders))
+        self.part_inputs = [("char_vectors",) if g else embedder.graph_inputs for g, embedder in zip(given, tagger.embedders)]
         self.template_weight = None if tagger.template_emissions is None else tagger.template_emissions.weight
         templates = ["template_rows"] if self.template_weight is not None else []
         self.input_names: list[str] = list(dict.fromkeys(n for names in self.part_inputs for n in names)) + templates + ["mask"]
@@ -70,6 +74,49 @@ class ExportableTagger(nn.Module):
         return emissions * mask.unsqueeze(-1).to(h.dtype)
 
 
+def _reads_chars(embedder: nn.Module) -> bool:
+    return "char_ids" in embedder.graph_inputs
+
+
+class ExportableCharEncoder(nn.Module):
+    """A tagger's character encoder alone: ``char_rows`` ``(types, chars)`` -> ``char_vectors``
+    ``(types, dim)``. A runner encodes each distinct token of a call once with it and gathers the
+    rows per position for the network of :class:`ExportableTagger` with ``char_vectors_given``,
+    as the PyTorch engine does; run per position, the character encoder is a large share of a
+    tagging call (tokens repeat)."""
+
+    def __init__(self, embedder: nn.Module) -> None:
+        super().__init__()
+        self.part = embedder.export_form()
+
+    def forward(self, char_rows: torch.Tensor) -> torch.Tensor:
+        return self.part(char_rows.unsqueeze(0))[0]
+
+
+def char_encoder_graphs(labeler) -> dict[str, Graph]:
+    """The character encoder's graph and the network over its vectors, by file name; none for a
+    tagger without a character encoder, or with a transformer (whose export stays one graph)."""
+    model = labeler.model
+    readers = [embedder for embedder in model.embedders if _reads_chars(embedder)]
+    if labeler.transformer is not None or len(readers) != 1:
+        return {}
+    encoder = ExportableCharEncoder(readers[0]).eval()
+    char_rows = torch.tensor([[3, 4, 5, 0], [6, 0, 0, 0], [7, 8, 0, 0]], dtype=torch.long)
+    char_graph = Graph(encoder, {"char_rows": char_rows}, ["char_vectors"],
+                       dynamic_axes={"char_rows": {0: "types", 1: "chars"}, "char_vectors": {0: "types"}},
+                       input_docs={"char_rows": {"dtype": "int64", "shape": ["types", "chars"],
+                                                 "from": "vocab.json chars of each distinct token; 0 pads"}},
+                       output_docs={"char_vectors": {"dtype": "float32", "shape": ["types", readers[0].output_dim]}})
+    network = ExportableTagger(model.cpu(), char_vectors_given=True).eval()
+    word_dim = labeler.embeddings.dim if labeler.embeddings is not None else 0
+    inputs = example_inputs(network, word_dim, len(labeler.encoder.feature_columns), char_dim=readers[0].output_dim)
+    network_graph = Graph(network, inputs, ["emissions"],
+                          dynamic_axes={**{n: _AXES[n] for n in inputs}, "emissions": {0: "batch", 1: "length"}},
+                          input_docs=_INPUT_DOCS,
+                          output_docs={"emissions": {"dtype": "float32", "shape": ["batch", "length", len(labeler.encoder.labels)]}})
+    return {CHAR_ENCODER_FILE: char_graph, CHAR_VECTORS_MODEL_FILE: network_graph}
+
+
 def _window_examples(specials, mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """Two windows of unequal width (the second padded) holding the words of ``mask``'s rows.
 
@@ -90,13 +137,15 @@ def _window_examples(specials, mask: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": attention, "word_index": word_index}
 
 
-def example_inputs(module: ExportableTagger, word_dim: int, n_features: int, specials=None) -> dict[str, torch.Tensor]:
+def example_inputs(module: ExportableTagger, word_dim: int, n_features: int, specials=None,
+                   char_dim: int = 0) -> dict[str, torch.Tensor]:
     """Small dummy inputs of the right ranks (two sequences of unequal length) for tracing."""
     lengths = torch.tensor([3, 2])
     mask = (torch.arange(3).unsqueeze(0) < lengths.unsqueeze(1)).long()
     values = {
         "word_vectors": torch.zeros(2, 3, word_dim),
         "char_ids": torch.ones(2, 3, 4, dtype=torch.long) * mask.unsqueeze(-1),
+        "char_vectors": torch.ones(2, 3, char_dim) * mask.unsqueeze(-1),
         "casing_ids": torch.ones(2, 3, dtype=torch.long) * mask,
         "feature_ids": torch.ones(2, 3, max(n_features, 1), dtype=torch.long) * mask.unsqueeze(-1),
         "template_rows": torch.ones(2, 3, 2, dtype=torch.long) * mask.unsqueeze(-1),
@@ -113,6 +162,7 @@ _AXES = {
     "attention_mask": {0: "windows", 1: "width"},
     "word_index": {0: "batch", 1: "length"},
     "char_ids": {0: "batch", 1: "length", 2: "chars"},
+    "char_vectors": {0: "batch", 1: "length"},
     "casing_ids": {0: "batch", 1: "length"},
     "feature_ids": {0: "batch", 1: "length"},
     "template_rows": {0: "batch", 1: "length", 2: "templates"},
@@ -125,6 +175,7 @@ _INPUT_DOCS = {
     "attention_mask": {"dtype": "int64", "shape": ["windows", "width"], "from": "1 for the sub-tokens of a window, 0 for padding"},
     "word_index": {"dtype": "int64", "shape": ["batch", "length"], "from": "window * width + position of the word's first sub-token in that window; 0 pads"},
     "char_ids": {"dtype": "int64", "shape": ["batch", "length", "chars"], "from": "vocab.json chars; 0 pads, 1 unknown"},
+    "char_vectors": {"dtype": "float32", "shape": ["batch", "length", "dim"], "from": "char-encoder.onnx's vector of each position's token (model-char-vectors.onnx only); 0 pads"},
     "casing_ids": {"dtype": "int64", "shape": ["batch", "length"], "from": "vocab.json casing_classes"},
     "feature_ids": {"dtype": "int64", "shape": ["batch", "length", "features"], "from": "vocab.json features; 0 pads, 1 unknown"},
     "template_rows": {"dtype": "int64", "shape": ["batch", "length", "templates"], "from": "rows of the CRF-template feature table (textorch.data.template_features); 0 pads"},
@@ -205,8 +256,12 @@ def export_labeler(labeler, output: str | Path, quantize: bool = False, source_d
     if labeler.transformer is not None:
         description["tokenizer"] = transformer_layout(labeler.transformer)
         binary[TOKENIZER_FILE] = tokenizer_json(labeler.transformer.tokenizer)
+    extra_graphs = char_encoder_graphs(labeler)
+    if extra_graphs:
+        description["char_encoder"] = {"model_file": CHAR_ENCODER_FILE, "network_file": CHAR_VECTORS_MODEL_FILE,
+                                       "input": "char_rows", "output": "char_vectors"}
     files[DESCRIPTION_FILE] = description
-    return write_export(output, graph, files, quantize, binary)
+    return write_export(output, graph, files, quantize, binary, extra_graphs)
 
 
 def _casing_classes() -> tuple[str, ...]:

@@ -127,23 +127,15 @@ def staged_directory(output: Path) -> Iterator[Path]:
 
 
 def write_export(output: str | Path, graph: Graph, json_files: dict[str, object], quantize: bool,
-                 binary_files: dict[str, bytes] | None = None) -> Path:
-    """Export ``graph`` to ``output/model.onnx`` (and ``model.int8.onnx``) plus the given files, atomically."""
+                 binary_files: dict[str, bytes] | None = None, extra_graphs: dict[str, Graph] | None = None) -> Path:
+    """Export ``graph`` to ``output/model.onnx`` (and ``model.int8.onnx``), each of ``extra_graphs``
+    to its file name, plus the given files, atomically."""
     output = Path(output)
     check_output(output)
     with staged_directory(output) as staging:
-        with torch.no_grad(), warnings.catch_warnings():
-            # The exporter warns about RNN batch sizes (we pass no initial state, so any batch
-            # size works), negative indices (ours never are) and the traced Python conditions of
-            # transformers' attention masks (the example inputs are padded, so the general path
-            # is traced): the tests check the graphs on other shapes than the example's.
-            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
-            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-            torch.onnx.export(
-                graph.module.eval(), tuple(graph.inputs.values()), str(staging / ONNX_FILE),
-                input_names=list(graph.inputs), output_names=graph.outputs, opset_version=OPSET, dynamo=False,
-                dynamic_axes=graph.dynamic_axes,
-            )
+        _export_graph(graph, staging / ONNX_FILE)
+        for name, extra in (extra_graphs or {}).items():
+            _export_graph(extra, staging / name)
         if quantize:
             _quantize(staging / ONNX_FILE, staging / QUANTIZED_FILE)
         for name, content in json_files.items():
@@ -152,6 +144,21 @@ def write_export(output: str | Path, graph: Graph, json_files: dict[str, object]
             (staging / name).write_bytes(data)
     logger.info("ONNX export written to %s", output)
     return output
+
+
+def _export_graph(graph: Graph, path: Path) -> None:
+    with torch.no_grad(), warnings.catch_warnings():
+        # The exporter warns about RNN batch sizes (we pass no initial state, so any batch
+        # size works), negative indices (ours never are) and the traced Python conditions of
+        # transformers' attention masks (the example inputs are padded, so the general path
+        # is traced): the tests check the graphs on other shapes than the example's.
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        torch.onnx.export(
+            graph.module.eval(), tuple(graph.inputs.values()), str(path),
+            input_names=list(graph.inputs), output_names=graph.outputs, opset_version=OPSET, dynamo=False,
+            dynamic_axes=graph.dynamic_axes,
+        )
 
 
 class _DropAdvice(logging.Filter):

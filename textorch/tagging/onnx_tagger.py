@@ -47,6 +47,10 @@ TEMPLATE_TABLE_WEIGHT = "template_emissions.keys"
 :func:`textorch.tagging.template_choice.load_table`)."""
 
 
+TYPES_PER_RUN = 4096
+"""Token types per run of the character encoder (bounds its memory on a chunk with many types)."""
+
+
 class NotServed(Exception):
     """This tagger cannot run the model as asked; the reason says why (the caller loads the
     ``SequenceLabeler`` instead)."""
@@ -59,10 +63,14 @@ class OnnxTagger:
     task = TASK
 
     def __init__(self, encoder: SequenceEncoder, word_table: WordTable | None, session: object,
-                 crf: tuple[np.ndarray, np.ndarray, np.ndarray] | None, input_format: str, n_features: int) -> None:
+                 crf: tuple[np.ndarray, np.ndarray, np.ndarray] | None, input_format: str, n_features: int,
+                 char_session: object | None = None) -> None:
         self.encoder = encoder
         self.word_table = word_table
         self.session = session
+        self.char_session = char_session
+        """The export's character encoder (``char-encoder.onnx``), run once per distinct token of a
+        call; None: the network reads ``char_ids`` and encodes characters per position."""
         self.input_names = [i.name for i in session.get_inputs()]  # type: ignore[attr-defined]
         self.crf = crf
         """Transitions, start and end scores (float64); None: a softmax tagger."""
@@ -90,9 +98,12 @@ class OnnxTagger:
             raise NotServed(f"unknown architecture {architecture!r}") from None
         exported = Path(export_dir) if export_dir is not None else directory / "onnx"
         description = _current_description(exported, config, architecture, explicit=export_dir is not None)
-        model_file = exported / (QUANTIZED_FILE if quantized else ONNX_FILE)
-        if not model_file.is_file():
-            raise NotServed(f"{model_file} is missing")
+        char_files = description.get("char_encoder") if not quantized else None  # int8: one graph
+        network_file = char_files["network_file"] if char_files else (QUANTIZED_FILE if quantized else ONNX_FILE)
+        model_file = exported / network_file
+        for path in (model_file, *([exported / char_files["model_file"]] if char_files else [])):
+            if not path.is_file():
+                raise NotServed(f"{path} is missing")
         saved = load_checked(directory, TASK, RNN_BUILDERS, default_builder="rnn_tagger.v1", arrays="numpy")
         model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
         encoder = SequenceEncoder.from_json(saved.vocab)
@@ -100,7 +111,8 @@ class OnnxTagger:
             encoder.templates.use_table(np.ascontiguousarray(saved.state[TEMPLATE_TABLE_WEIGHT]).view(np.uint64))
         word_table = _word_table(saved.config.get("embeddings"), data_config.word_lookup, cache_dir)
         crf = _crf_params(exported) if description.get("decoder", "crf") == "crf" else None
-        return cls(encoder, word_table, _session(model_file, threads), crf, input_format, n_features)
+        char_session = _session(exported / char_files["model_file"], threads) if char_files else None
+        return cls(encoder, word_table, _session(model_file, threads), crf, input_format, n_features, char_session)
 
     def predict(self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
                 with_scores: bool = True) -> list[Prediction]:
@@ -112,6 +124,7 @@ class OnnxTagger:
         with self._calls.call(self.word_table):
             word_rows = self.word_table.index if self.word_table is not None else None
             encoded = self.encoder.encode_many(sequences, with_labels=False, word_rows=word_rows)
+            type_vectors = self._type_vectors(encoded)
             lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
             for i in np.flatnonzero(lengths == 0).tolist():
                 predictions[i] = Prediction([], [] if with_scores else None)
@@ -119,7 +132,7 @@ class OnnxTagger:
             labels = self.encoder.labels.items
             for start in range(0, len(order), max(batch_size, 1)):
                 rows = order[start:start + batch_size]
-                paths, scores = self._decode([encoded[i] for i in rows.tolist()], lengths[rows], with_scores)
+                paths, scores = self._decode([encoded[i] for i in rows.tolist()], lengths[rows], with_scores, type_vectors)
                 path_rows = paths.tolist()
                 score_rows = scores.tolist() if scores is not None else None
                 for row, (index, n) in enumerate(zip(rows.tolist(), lengths[rows].tolist())):
@@ -127,9 +140,20 @@ class OnnxTagger:
                                                     None if score_rows is None else score_rows[row][:n])
         return predictions  # type: ignore[return-value]
 
-    def _decode(self, items: list[EncodedSequence], lengths: np.ndarray,
-                with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        emissions = self.session.run(["emissions"], self._inputs(items, lengths))[0]  # type: ignore[attr-defined]
+    def _type_vectors(self, encoded: list[EncodedSequence]) -> np.ndarray | None:
+        """The character encoder's vector of every token type of the call, then a row of zeros
+        (where padded positions point); None without a separate character encoder."""
+        present = next((item for item in encoded if len(item)), None)
+        if self.char_session is None or present is None:
+            return None
+        table = present.type_table  # one encode_many call: one table of token types
+        parts = [self.char_session.run(["char_vectors"], {"char_rows": table[i:i + TYPES_PER_RUN]})[0]  # type: ignore[attr-defined]
+                 for i in range(0, len(table), TYPES_PER_RUN)]
+        return np.concatenate([*parts, np.zeros((1, parts[0].shape[1]), dtype=parts[0].dtype)])
+
+    def _decode(self, items: list[EncodedSequence], lengths: np.ndarray, with_scores: bool,
+                type_vectors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        emissions = self.session.run(["emissions"], self._inputs(items, lengths, type_vectors))[0]  # type: ignore[attr-defined]
         if self.crf is not None:
             paths = viterbi_paths(emissions, lengths, *self.crf)
             return paths, path_posteriors(emissions, lengths, *self.crf, paths) if with_scores else None
@@ -138,9 +162,10 @@ class OnnxTagger:
         probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
         return probabilities.argmax(axis=-1) * mask, (probabilities.max(axis=-1) * mask) if with_scores else None
 
-    def _inputs(self, items: list[EncodedSequence], lengths: np.ndarray) -> dict[str, np.ndarray]:
+    def _inputs(self, items: list[EncodedSequence], lengths: np.ndarray,
+                type_vectors: np.ndarray | None) -> dict[str, np.ndarray]:
         """The graph's inputs for one batch (see the export's ``onnx-model.json``), padded with 0
-        (character ids: a row of zeros), only those the graph reads."""
+        (character ids and vectors: a row of zeros), only those the graph reads."""
         mask = np.arange(int(lengths.max()))[None, :] < lengths[:, None]
 
         def padded(arrays: Sequence[np.ndarray], fill: int = 0) -> np.ndarray:
@@ -158,6 +183,8 @@ class OnnxTagger:
             types = padded([item.type_ids for item in items], fill=len(table))
             width = max(item.char_width for item in items)
             inputs["char_ids"] = np.ascontiguousarray(with_zero_row[types][:, :, :width], dtype=np.int64)
+        if "char_vectors" in wanted and type_vectors is not None:
+            inputs["char_vectors"] = type_vectors[padded([item.type_ids for item in items], fill=len(type_vectors) - 1)]
         if "casing_ids" in wanted:
             inputs["casing_ids"] = padded([item.casing_ids for item in items])
         if "feature_ids" in wanted:
