@@ -151,3 +151,33 @@ def test_help_states_the_default_where_the_text_does_not() -> None:
     args = parser.parse_args(["--size", "9", "--on", "true", "--style", "b"])
     assert config_from_args(Example, args) == Example(size=9, rate=0.5, on=True, path=None, mode="b")
     assert config_from_args(Example, args, hidden=4).hidden == 4
+
+
+def test_a_command_takes_part_of_the_fields_in_its_order_with_its_own_spelling_and_help() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Reading:
+        names: tuple[str, ...] = option((), "a name; repeat for more", flag="--name", action="append", metavar="N")
+        header: bool = option(True, "files have no header row", flag="--no-header", action="store_false")
+        kind: str = option("a", "which kind (default: {default})", choices=("a", "b"), cli_default=None)
+        size: int = option(3, "how big", group="shape")
+        other: int = option(1, "not taken here")
+
+    parser = argparse.ArgumentParser()
+    add_config_options(parser, Reading, only=("size", "names", "header", "kind"), helps={"size": "rows"}, grouped=False)
+    actions = _actions(parser)
+    assert [a.dest for a in parser._actions[1:]] == ["size", "names", "header", "kind"]  # `only`'s order, no `other`
+    assert actions["size"].help == "rows (default: 3)" and actions["size"] in parser._optionals._group_actions
+    assert actions["names"].option_strings == ["--name"] and actions["names"].metavar == "N"
+    assert actions["header"].option_strings == ["--no-header"] and actions["header"].help == "files have no header row"
+    assert actions["kind"].help == "which kind (default: a)" and actions["kind"].default is None
+    assert config_from_args(Reading, parser.parse_args([])) == Reading()  # not given: the dataclass defaults
+    given = parser.parse_args(["--name", "x", "--name", "y", "--no-header", "--kind", "b", "--size", "5"])
+    assert config_from_args(Reading, given) == Reading(names=("x", "y"), header=False, kind="b", size=5)
+    assert config_from_args(Reading, given, kind="a").kind == "a"  # set by the command: wins over the parsed value
+    with pytest.raises(ValueError, match="'missing'"):
+        add_config_options(argparse.ArgumentParser(), Reading, only=("missing",))
+
+    saved = argparse.ArgumentParser()
+    add_config_options(saved, Reading, only=("names", "header"), defaults_from_model=True)
+    assert [a.default for a in saved._actions[1:]] == [None, None]
+    assert all(a.help.endswith("(default: as the model was trained)") for a in saved._actions[1:])

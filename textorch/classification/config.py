@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textorch.data.cls_readers import CLS_FORMATS
 from textorch.errors import ConfigError
-from textorch.models.classifiers import get_cls_architecture
-from textorch.train.config import from_dict
+from textorch.models.classifiers import CLS_ARCHITECTURES, get_cls_architecture
+from textorch.train.config import from_dict, option
 
 TASK = "text_classification"
 """The ``task`` a classifier's model directory names."""
@@ -23,18 +24,22 @@ TRANSFORMER_BUILDER = "transformer_classifier.v1"
 class ClsModelConfig:
     """Network shape; defaults are DeLFT's for its classification models."""
 
-    architecture: str = "gru"
-    hidden: int = 64
+    architecture: str = option(
+        "gru", "model architecture (default: {default}, or bert with --transformer; see 'textorch cls architectures')",
+        choices=CLS_ARCHITECTURES, metavar="NAME", cli_default=None)
+    """A name of ``CLS_ARCHITECTURES``. The command line leaves it unset (None) when not given, so that
+    ``--transformer`` alone picks ``bert``."""
+    hidden: int = option(64, "recurrent units / convolution filters")
     """Recurrent units per direction, and convolution filters (DeLFT's ``recurrent_units``)."""
-    dense_size: int = 32
-    dropout: float = 0.3
-    max_length: int = 300
+    dense_size: int = option(32, "dense layer size")
+    dropout: float = option(0.3, "dropout")
+    max_length: int = option(300, "tokens of a text the model reads")
     """Tokens (word pieces for ``bert``) of a text the model reads; the rest is cut (DeLFT's ``maxlen``)."""
-    word_dim: int = 100
+    word_dim: int = option(100, "learned word embedding size without --embeddings")
     """Size of the learned word embeddings, used only without pre-trained vectors."""
-    transformer: str | None = None
+    transformer: str | None = option(None, "bert: local Hugging Face model directory or transformers-registry name")
     """``bert``: local Hugging Face model directory or transformers-registry name."""
-    fold_count: int = 1
+    fold_count: int = option(1, "train an ensemble of N models by N-fold cross-validation")
     """Members of the ensemble: 1, or N for N-fold cross-validation."""
 
     def __post_init__(self) -> None:
@@ -50,13 +55,19 @@ class ClsModelConfig:
 class ClsDataConfig:
     """How the files are read and what feeds the model."""
 
-    format: str | None = None
+    format: str | None = option(None, "input format (default: from the file name)", choices=CLS_FORMATS)
     """csv, tsv, jsonl, citation-sentiment or licenses; None: from the file name."""
-    text_column: str | None = None
-    label_columns: tuple[str, ...] = ()
-    header: bool = True
-    embeddings: str = "none"
-    class_weights: str | None = None
+    text_column: str | None = option(None, "column (name or 0-based index) or JSON field of the text (default: text)")
+    label_columns: tuple[str, ...] = option(
+        (), "label column; repeat for multi-label 0/1 columns (default: label; licenses: license)",
+        flag="--label-column", action="append", metavar="COLUMN")
+    header: bool = option(True, "CSV/TSV files have no header row (columns are then 0-based indices)",
+                          flag="--no-header", action="store_false")
+    embeddings: str = option(
+        "none", "registry name, path to a GloVe/word2vec/fastText file, or none (learned word embeddings)")
+    class_weights: str | None = option(
+        None, "loss weights per class (default: balanced for single-label, none for multi-label)",
+        metavar="balanced|none|C=W,...")
     """``balanced``, ``none`` or ``C=W,...``; None: balanced for single-label, none for multi-label."""
 
 

@@ -4,16 +4,15 @@ and ``classification.classify_files``."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 from pathlib import Path
 
 from textorch.cli.commands import group_help
+from textorch.cli.config_options import add_config_options, config_from_args
 from textorch.classification import classify_files, training
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
 from textorch.cli.export import add_engine_options, apply_engine_options
 from textorch.cli.run_options import (
     add_run_options,
-    true_or_false,
     add_fold_parallel_option,
     add_tensorboard_option,
     add_train_commands,
@@ -21,7 +20,7 @@ from textorch.cli.run_options import (
     print_architectures,
 )
 from textorch.tagging.config import TrainConfig
-from textorch.data.cls_readers import CLS_FORMATS, INPUT_FORMATS
+from textorch.data.cls_readers import INPUT_FORMATS
 from textorch.eval.cls_metrics import format_cls_report
 from textorch.models.classifiers import CLS_ARCHITECTURES
 from textorch.train.dist import session
@@ -31,74 +30,45 @@ from textorch.data.staged_output import staged_output
 from textorch.data.writers import answer_header
 from textorch.runtime.progress import TaggingProgress
 
-_TRAIN = {f.name: f.default for f in fields(TrainConfig)}
-_MODEL = {f.name: f.default for f in fields(ClsModelConfig)}
+COLUMNS = ("text_column", "label_columns", "header")
+"""Where a labelled file's texts and labels are: saved with a model, and its default at evaluation."""
+TRAIN_FIELDS = ("max_epoch", "batch_size", "learning_rate", "transformer_learning_rate", "patience", "early_stop",
+                "clip_grad", "lr_decay", "lr_decay_patience", "bucket_batches", "seed", "grad_accum", "precision")
+"""The optimisation fields (shared with tagging) a classifier's training takes from the command line."""
+TRAIN_HELPS = {
+    "learning_rate": "Adam learning rate; for bert, of the output layer",
+    "transformer_learning_rate": "bert: AdamW rate of the encoder",
+    "early_stop": "stop on validation macro-F1",
+}
+"""Where a shared field means something narrower for a classifier than its tagging help says."""
 
 
 def _add_reading(parser: argparse.ArgumentParser, defaults_from_model: bool = False) -> None:
-    note = " (default: as the model was trained)" if defaults_from_model else ""
-    parser.add_argument("--format", choices=CLS_FORMATS, default=None, help="input format (default: from the file name)")
-    parser.add_argument("--text-column", default=None, help=f"column (name or 0-based index) or JSON field of the text (default: text){note}")
-    parser.add_argument("--label-column", action="append", default=None, metavar="COLUMN",
-                        help=f"label column; repeat for multi-label 0/1 columns (default: label; licenses: license){note}")
-    parser.add_argument("--no-header", dest="header", action="store_false", default=None if defaults_from_model else True,
-                        help="CSV/TSV files have no header row (columns are then 0-based indices)")
+    """How a labelled file is read; at evaluation the columns default to the model's (the format
+    always goes by the file name first)."""
+    add_config_options(parser, ClsDataConfig, only=("format",))
+    add_config_options(parser, ClsDataConfig, only=COLUMNS, defaults_from_model=defaults_from_model)
 
 
 def _add_training(parser: argparse.ArgumentParser) -> None:
-    t, m = _TRAIN, _MODEL
+    """The options of ``cls train`` and ``train-eval``: the config fields' own (help, default, type,
+    choices: :mod:`textorch.cli.config_options`), and how and where the run goes."""
     _add_reading(parser)
-    parser.add_argument("--architecture", default=None, choices=list(CLS_ARCHITECTURES), metavar="NAME",
-                        help=f"model architecture (default: {m['architecture']}, or bert with --transformer; see 'textorch cls architectures')")
-    parser.add_argument("--embeddings", default="none", help="registry name, path to a GloVe/word2vec/fastText file, or none (learned word embeddings)")
-    parser.add_argument("--transformer", default=None, help="bert: local Hugging Face model directory or transformers-registry name")
-    parser.add_argument("--fold-count", type=int, default=m["fold_count"], help="train an ensemble of N models by N-fold cross-validation (default: 1)")
+    add_config_options(parser, ClsModelConfig, ClsDataConfig,
+                       only=("architecture", "embeddings", "transformer", "fold_count"))
     add_fold_parallel_option(parser)
-    parser.add_argument("--class-weights", default=None, metavar="balanced|none|C=W,...",
-                        help="loss weights per class (default: balanced for single-label, none for multi-label)")
-    parser.add_argument("--max-length", type=int, default=m["max_length"], help=f"tokens of a text the model reads (default: {m['max_length']})")
-    parser.add_argument("--hidden", type=int, default=m["hidden"], help=f"recurrent units / convolution filters (default: {m['hidden']})")
-    parser.add_argument("--dense-size", type=int, default=m["dense_size"], help=f"dense layer size (default: {m['dense_size']})")
-    parser.add_argument("--word-dim", type=int, default=m["word_dim"], help=f"learned word embedding size without --embeddings (default: {m['word_dim']})")
-    parser.add_argument("--dropout", type=float, default=m["dropout"], help=f"dropout (default: {m['dropout']})")
-    parser.add_argument("--max-epoch", type=int, default=t["max_epoch"], help=f"maximum epochs (default: {t['max_epoch']})")
-    parser.add_argument("--batch-size", type=int, default=t["batch_size"], help=f"global batch size (default: {t['batch_size']})")
-    parser.add_argument("--learning-rate", type=float, default=t["learning_rate"], help=f"Adam learning rate; for bert, of the output layer (default: {t['learning_rate']})")
-    parser.add_argument("--transformer-learning-rate", type=float, default=t["transformer_learning_rate"],
-                        help=f"bert: AdamW rate of the encoder (default: {t['transformer_learning_rate']})")
-    parser.add_argument("--patience", type=int, default=t["patience"], help=f"early-stopping patience in epochs (default: {t['patience']})")
-    parser.add_argument("--early-stop", type=true_or_false, default=t["early_stop"], metavar="true|false", help="stop on validation macro-F1 (default: true)")
-    parser.add_argument("--clip-grad", type=float, default=t["clip_grad"], help=f"gradient norm clipping (default: {t['clip_grad']})")
-    parser.add_argument("--lr-decay", type=float, default=t["lr_decay"], metavar="FACTOR",
-                        help=f"multiply the learning rate by this when validation F1 has not improved for more than --lr-decay-patience epochs (1: constant; default: {t['lr_decay']})")
-    parser.add_argument("--lr-decay-patience", type=int, default=t["lr_decay_patience"], metavar="EPOCHS",
-                        help=f"epochs without gain tolerated before a cut (default: {t['lr_decay_patience']})")
-    parser.add_argument("--bucket-batches", type=int, default=t["bucket_batches"], help=f"batches per length bucket: more is faster, fewer gives more random batches (default: {t['bucket_batches']})")
-    parser.add_argument("--seed", type=int, default=t["seed"], help=f"random seed for splits, initialisation and batches (default: {t['seed']})")
-    parser.add_argument("--grad-accum", type=int, default=t["grad_accum"], metavar="K",
-                        help="process each global batch in K micro-batches (same result, less memory; default: 1)")
-    parser.add_argument("--precision", default=t["precision"], choices=["fp32", "bf16", "fp16"],
-                        help="fp32, bf16 autocast (CPU or GPU) or fp16 autocast with gradient scaling (GPU) (default: fp32)")
+    add_config_options(parser, ClsModelConfig, ClsDataConfig,
+                       only=("class_weights", "max_length", "hidden", "dense_size", "word_dim", "dropout"))
+    add_config_options(parser, TrainConfig, only=TRAIN_FIELDS, helps=TRAIN_HELPS, grouped=False)
     add_tensorboard_option(parser)
     add_run_options(parser)
 
 
 def _configs(args: argparse.Namespace) -> tuple[ClsModelConfig, TrainConfig, ClsDataConfig]:
-    architecture = args.architecture or ("bert" if args.transformer else _MODEL["architecture"])
-    model = ClsModelConfig(
-        architecture=architecture, hidden=args.hidden, dense_size=args.dense_size, dropout=args.dropout,
-        max_length=args.max_length, word_dim=args.word_dim, transformer=args.transformer, fold_count=args.fold_count,
-    )
-    train = TrainConfig(
-        batch_size=args.batch_size, learning_rate=args.learning_rate, max_epoch=args.max_epoch, patience=args.patience,
-        early_stop=args.early_stop, clip_grad=args.clip_grad, lr_decay=args.lr_decay, lr_decay_patience=args.lr_decay_patience,
-        bucket_batches=args.bucket_batches, seed=args.seed,
-        transformer_learning_rate=args.transformer_learning_rate, grad_accum=args.grad_accum, precision=args.precision,
-        tensorboard_dir=args.tensorboard,
-    )
-    data = ClsDataConfig(format=args.format, text_column=args.text_column, label_columns=tuple(args.label_column or ()),
-                         header=args.header, embeddings=args.embeddings, class_weights=args.class_weights)
-    return model, train, data
+    bert = not args.architecture and bool(args.transformer)  # --transformer alone: the bert architecture
+    model = config_from_args(ClsModelConfig, args, **({"architecture": "bert"} if bert else {}))
+    train = config_from_args(TrainConfig, args, tensorboard_dir=args.tensorboard)
+    return model, train, config_from_args(ClsDataConfig, args)
 
 
 def _print_folds(outcome: training.ClsTrainOutcome) -> None:
@@ -142,7 +112,7 @@ def _eval(args: argparse.Namespace) -> int:
         classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, classifier)
         overrides = {"format": args.format, "text_column": args.text_column, "header": args.header,
-                     "label_columns": tuple(args.label_column or ())}
+                     "label_columns": tuple(args.label_columns or ())}
         with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
             scores = classify_files.evaluate_streamed(classifier, args.test, overrides, ctx, args.batch_size, args.chunk_size,
                                                       progress)

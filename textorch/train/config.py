@@ -21,8 +21,12 @@ def option(default: Any, help: str, **cli: Any) -> Any:
     ``help``, where ``{default}`` marks the place of the default, else ``(default: X)`` is appended
     unless the text already speaks of its default or the default is None; optionally ``aliases``
     (option strings besides ``--field-name``), ``choices``, ``metavar`` and ``group`` (an argument
-    group's title). ``textorch.cli.config_options`` turns them into options and back into configs,
-    so that a default is written once, here.
+    group's title); ``flag`` (the option string in place of ``--field-name``, for a name the
+    command line had before), ``action`` (``append``: a tuple field given one item per use;
+    ``store_false``: a switch that turns a true field off) and ``cli_default`` (the option's value
+    when not given, where the command resolves the field itself; the help still says the field's
+    default). ``textorch.cli.config_options`` turns them into options and back into configs, so that
+    a default is written once, here.
     """
     return field(default=default, metadata={"cli": {"help": help, **cli}})
 
