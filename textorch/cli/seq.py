@@ -198,8 +198,9 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--train", required=True, help="labelled training file (CoNLL or GROBID)")
     p.add_argument("--valid", help="validation file (read in the training file's format)")
     p.add_argument("--test", help="test file (read in the training file's format)")
-    p.add_argument("--format", choices=["conll", "grobid"], default=None, help="input format (default: detected)")
-    p.add_argument("--max-sequence-length", type=int, default=0, help="warn about longer sequences (default: 0, no limit)")
+    add_config_options(p, DataConfig, only=("format",))
+    add_config_options(p, TrainConfig, only=("max_sequence_length",),
+                       helps={"max_sequence_length": "warn about longer sequences (default: {default}, no limit)"})
     p.add_argument("--max-problems", type=int, default=50, help="problems to list (default: 50; 0 lists all)")
     p.add_argument("--json", help="write the summary and every problem as JSON here")
     p.set_defaults(run=_validate)
