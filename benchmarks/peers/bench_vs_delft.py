@@ -101,7 +101,7 @@ class Runner:
     """Starts runner processes, reads their ``BENCH_JSON`` line, keeps logs and failures."""
 
     def __init__(self, work: Path, delft_python: Path | None, threads: int | None = None,
-                 wapiti: str | None = None, textorch_entry: list[str] | None = None) -> None:
+                 wapiti: str | None = None, textorch_entry: list[str] | None = None, textorch_engine: str = "torch") -> None:
         self.work = work
         self.wapiti = wapiti
         self.env = {**os.environ, **allocator_env()}
@@ -113,6 +113,8 @@ class Runner:
         self.cache = work / "textorch-cache"
         self.textorch_entry = textorch_entry or []
         """Options of the ``textorch`` entry point itself for whole-file tagging (``--pause-collector``)."""
+        self.textorch_engine = textorch_engine
+        """``seq tag --engine`` of whole-file tagging; ``onnx``: the model is exported first (untimed)."""
 
     def command(self, system: str, args: list[str]) -> list[str]:
         if system == "delft":
@@ -355,6 +357,9 @@ def measure_whole_files(r: Runner, jobs: list[dict], files: dict, seed: int, set
         measured = {s: {"job": job["key"] if s != "wapiti" else f"{task}-wapiti", "model_mb": wapiti_peer.size_mb(models[s]),
                         "wall_s": [], "peak_rss_mb": []} for s in present}
         inputs = written["paths"]
+        if "textorch" in present and r.textorch_engine == "onnx":  # making the export is part of making the model
+            r.run(f"export-onnx-{task}", [*_textorch_cli(), "export", "onnx", "--model", str(models["textorch"]),
+                                           "--cache-dir", str(r.cache)], expect_json=False)
         for i in range(settings["process_repeats"]):
             for system in present if i % 2 == 0 else present[::-1]:
                 payload = _tag_whole(r, system, task, models[system], inputs, f"whole-{system}-{task}-{i}",
@@ -392,7 +397,7 @@ def _tag_whole(r: Runner, system: str, task: str, model: Path, inputs: dict, nam
     else:
         cmd = [*_textorch_cli(), *r.textorch_entry, "seq", "tag", "--model", str(model), "--input",
                inputs["unlabelled"], "--input-format", "grobid", "--output", str(out), "--batch-size", "32",
-               "--cache-dir", str(r.cache), *r.threads]
+               "--engine", r.textorch_engine, "--cache-dir", str(r.cache), *r.threads]
     print(f"tag   {system:8s} {task}: {what} ...", end=" ", flush=True)
     payload, _ = r.run(name, [sys.executable, str(HERE / "wapiti_runner.py"), "measure",
                               "--log", str(r.logs / f"{name}.out.log"), "--", *cmd])
@@ -706,6 +711,9 @@ def main() -> int:
     parser.add_argument("--pause-collector", action="store_true",
                         help="whole-file tagging: run textorch as 'textorch --pause-collector seq tag ...' (its opt-in "
                              "pause of the cyclic garbage collector)")
+    parser.add_argument("--textorch-engine", choices=["torch", "onnx"], default="torch",
+                        help="whole-file tagging: textorch's 'seq tag --engine'; onnx exports each model first (not "
+                             "timed) and tags with its ONNX Runtime tagger, which does not import PyTorch")
     parser.add_argument("--whole-files-only", action="store_true",
                         help="with --early-stopping: no training; every system's first-seed model already in the work "
                              "dir (models/textorch, models/delft, models/wapiti) tags the whole file, side by side")
@@ -748,7 +756,7 @@ def main() -> int:
         delft_python, versions = delft_env.ensure()
     vectors = delft_env.shared_embeddings()
     r = Runner(work, delft_python, args.threads, args.wapiti and str(Path(args.wapiti).resolve()),
-               ["--pause-collector"] if args.pause_collector else [])
+               ["--pause-collector"] if args.pause_collector else [], args.textorch_engine)
     print("warming the embedding caches ...", flush=True)
     if "delft" in systems:
         r.runner("delft", "warm", ["warm"])
@@ -781,7 +789,7 @@ def main() -> int:
         "mode": mode, "command": " ".join(sys.argv), "method": METHOD_VERSION, "systems": systems,
         "wapiti": r.wapiti,
         "settings": {**settings, "threads": args.threads, "allocator": allocator_env(),
-                     "pause_collector": args.pause_collector},
+                     "pause_collector": args.pause_collector, "textorch_engine": args.textorch_engine},
         "delft": versions, "rows": rows, "f1": f1_comparisons(rows), "peers": peers, "train_runs": train_runs,
         "tagging": tagging,
         "skipped": skipped, "failures": r.failures, "wall_s": time.perf_counter() - started,
