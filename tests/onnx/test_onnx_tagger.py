@@ -117,3 +117,30 @@ def test_a_tagging_command_with_a_current_export_never_imports_torch(tmp_path_fa
     assert outputs["onnx"][0] == ["False", "False"]  # neither torch nor Numba was loaded
     assert outputs["torch"][0][0] == "True"
     assert outputs["onnx"][1] == outputs["torch"][1]  # the same tagged file, byte for byte
+
+
+def test_conll_and_text_input_tag_as_the_pytorch_engine_does(tmp_path: Path) -> None:
+    from conftest import cli_trained_tagger, write_tiny_conll
+    from textorch.cli.main import main
+
+    data = write_tiny_conll(tmp_path / "tiny.conll")
+    model = cli_trained_tagger(tmp_path / "model", data)
+    assert main(["export", "onnx", "--model", str(model)]) == 0
+    texts = tmp_path / "texts.txt"
+    texts.write_text("Mary lives in Rome .\n\nPeter lives in Madrid and John in Paris .\n", encoding="utf-8")
+    runs = {}
+    for engine in ("torch", "onnx"):
+        conll_out, json_out = tmp_path / f"{engine}.conll", tmp_path / f"{engine}.json"
+        assert main(["seq", "tag", "--model", str(model), "--input", str(data), "--input-format", "conll",
+                     "--output", str(conll_out), "--engine", engine]) == 0
+        assert main(["seq", "tag", "--model", str(model), "--input", str(texts), "--output", str(json_out),
+                     "--engine", engine]) == 0
+        runs[engine] = conll_out.read_bytes(), json.loads(json_out.read_text())["texts"]
+    assert runs["onnx"][0] == runs["torch"][0]
+    torch_texts, onnx_texts = runs["torch"][1], runs["onnx"][1]
+    assert len(onnx_texts) == 3 and onnx_texts[1] == {"text": "", "entities": []}  # the empty line is kept
+    assert any(text["entities"] for text in torch_texts)  # something to compare
+    for a, b in zip(torch_texts, onnx_texts):
+        assert [(e["text"], e["class"], e["beginOffset"], e["endOffset"]) for e in b["entities"]] == \
+               [(e["text"], e["class"], e["beginOffset"], e["endOffset"]) for e in a["entities"]]
+        np.testing.assert_allclose([e["score"] for e in b["entities"]], [e["score"] for e in a["entities"]], atol=1e-4)
