@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from textorch.data.columns import column_values, value_ids
+from textorch.data.columns import ColumnValues, read_columns
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate
 from textorch.data.template_features import TemplateFeaturizer
@@ -219,17 +219,16 @@ class SequenceEncoder:
             self._shapes[token] = shape
         return shape
 
-    def _column_values(self, sequences: list[TokenSequence]) -> dict[int, list[str | None]]:
+    def _column_values(self, sequences: list[TokenSequence]) -> ColumnValues:
         """Every feature column the feature channel or the template features read, by
-        :func:`column_values`' number, read once for both."""
+        :func:`textorch.data.columns.column_values`' number, read once for both."""
         columns = set(self.feature_columns)
         if self.templates is not None:
             columns.update(self.templates.feature_columns)
-        ordered = sorted(columns)
-        return dict(zip(ordered, column_values(sequences, ordered)))
+        return read_columns(sequences, sorted(columns))
 
     def _feature_ids(self, sequences: list[TokenSequence], bounds: np.ndarray,
-                     values: dict[int, list[str | None]]) -> np.ndarray | None:
+                     values: ColumnValues) -> np.ndarray | None:
         """``(tokens, slots)`` ids of the feature channel's columns for all ``sequences`` end to
         end (``bounds`` cut them apart): unseen values (and a column a sequence lacks) get
         ``<unk>``, a sequence without features zeros. One column at a time over the whole call:
@@ -239,7 +238,7 @@ class SequenceEncoder:
         feature_ids = np.empty((int(bounds[-1]), len(self.feature_columns)), dtype=np.int64)
         for slot, column in enumerate(self.feature_columns):
             vocabulary = self.features[slot]
-            feature_ids[:, slot] = value_ids(values[column], vocabulary._index, vocabulary.unk_id)
+            feature_ids[:, slot] = values.ids(column, vocabulary._index, vocabulary.unk_id)
         for i, sequence in enumerate(sequences):
             if not sequence.features:
                 feature_ids[bounds[i]:bounds[i + 1]] = 0
