@@ -19,6 +19,7 @@ from textorch.data.readers import (
     read_labelled,
     read_text,
 )
+from textorch.data.streams import stream_grobid
 from textorch.data.tags import iob2_to_grobid
 from textorch.data.writers import write_conll, write_grobid
 from textorch.errors import ConfigError, DataError
@@ -402,3 +403,14 @@ def test_real_grobid(folder: str, name: str, sequences: int, tokens: int, featur
     written = [line for line in out.getvalue().split("\n") if line]
     original = [line for line in path.read_text("utf-8").split("\n") if line.strip()]
     assert sum(a != b for a, b in zip(written, original)) == lost
+
+
+def test_grobid_lines_of_other_whitespace_end_a_sequence_and_stray_spaces_separate_nothing(tmp_path: Path) -> None:
+    """A line of whitespace other than spaces and tabs (an ideographic space) is a boundary, and
+    leading, trailing or doubled spaces around fields make no empty field, read whole or streamed."""
+    text = "a f I-<x>\n b  f <x> \n\u3000\nc\u3000d f\tI-<y>\n\u2003 \t\nd f I-<y>\n"
+    path = _write(tmp_path, "w.train", text)
+    for sequences in (read_grobid(path).sequences, list(stream_grobid(path))):
+        assert [s.tokens for s in sequences] == [["a", "b"], ["c\u3000d"], ["d"]]
+        assert [s.features for s in sequences] == [[["f"], ["f"]], [["f"]], [["f"]]]
+        assert [s.line for s in sequences] == [1, 4, 6]
