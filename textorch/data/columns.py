@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain, count, repeat
 from operator import itemgetter
 
 import numpy as np
@@ -58,19 +58,18 @@ def read_columns(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> 
         return ColumnValues(dict(zip(columns, column_values(sequences, columns))))
     tokens = _tokens(sequences)
     with_token = any(column < 0 for column in columns)
-    keys = list(zip(tokens, map(tuple, rows))) if with_token else list(map(tuple, rows))
-    distinct = dict.fromkeys(keys)
-    if len(distinct) > DISTINCT_SHARE * len(keys):
+    keys = zip(tokens, map(tuple, rows)) if with_token else map(tuple, rows)
+    # Each token's key, hashed once: the position of the first token with the same row.
+    first_of: dict = {}
+    first = np.fromiter(map(first_of.setdefault, keys, count()), dtype=np.int64, count=len(rows))
+    if len(first_of) > DISTINCT_SHARE * len(rows):
         return ColumnValues(dict(zip(columns, _columns_of_rows(tokens, rows, columns))))
-    for number, key in enumerate(distinct):
-        distinct[key] = number
-    inverse = np.fromiter(map(distinct.__getitem__, keys), dtype=np.int64, count=len(keys))
-    if with_token:
-        distinct_tokens = list(map(itemgetter(0), distinct))
-        distinct_rows = list(map(itemgetter(1), distinct))
-    else:
-        distinct_tokens, distinct_rows = [], list(distinct)
-    return ColumnValues(dict(zip(columns, _columns_of_rows(distinct_tokens, distinct_rows, columns))), inverse)
+    firsts, inverse = np.unique(first, return_inverse=True)
+    at = firsts.tolist()
+    distinct_tokens = list(map(tokens.__getitem__, at)) if with_token else []
+    distinct_rows = list(map(rows.__getitem__, at))
+    return ColumnValues(dict(zip(columns, _columns_of_rows(distinct_tokens, distinct_rows, columns))),
+                        inverse.reshape(-1))
 
 
 def column_values(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> list[list[str | None]]:
