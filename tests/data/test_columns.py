@@ -97,3 +97,27 @@ def test_encoding_with_and_without_numbered_rows_gives_the_same_ids(monkeypatch:
     for a, b in zip(numbered, plain):
         assert np.array_equal(a.feature_ids, b.feature_ids)
         assert np.array_equal(a.template_rows, b.template_rows)
+
+
+@pytest.mark.parametrize("lengths", [(3, 3, 3), (1, 5, 2, 4)])
+def test_a_batch_gathered_from_its_call_equals_one_padded_from_its_sequences(lengths: tuple[int, ...]) -> None:
+    import dataclasses
+
+    import torch
+
+    from textorch.data.batching import collate
+
+    train = CASES["repeated rows"][:100]
+    template = parse_template("U00:%x[-1,0]\nU01:%x[0,1]/%x[1,2]\n", "t")
+    encoder = SequenceEncoder.fit(train, [0, 2], templates=template)
+    test = [s for s in _sequences(11, 60, 4, 3) if len(s) in lengths][:12]
+    encoded = encoder.encode_many(test, with_labels=False, word_rows=lambda tokens: np.arange(len(tokens)) * 7 + 1)
+    alone = [dataclasses.replace(item, call=None) for item in encoded]
+    types = int(max(item.type_ids.max() for item in encoded)) + 1
+    vectors = torch.arange(float((types + 1) * 2)).reshape(types + 1, 2)
+    indices = list(range(len(test)))[::-1]
+    for token_vectors in (None, vectors):
+        gathered = collate(encoded, indices, token_vectors=token_vectors)
+        padded = collate(alone, indices, token_vectors=token_vectors)
+        for name in ("mask", "casing_ids", "feature_ids", "template_rows", "char_index", "lengths"):
+            assert torch.equal(getattr(gathered, name), getattr(padded, name)), name

@@ -44,6 +44,21 @@ def casing_class(token: str) -> int:
 
 
 @dataclass
+class CallArrays:
+    """The id arrays of one ``encode_many`` call, its sequences end to end (one row per token).
+
+    Every sequence of the call holds views of these rows; a batch of them is gathered from
+    here with one index per array (:func:`textorch.data.batching.collate`) rather than
+    concatenated from the sequences' views, a NumPy call per sequence and array."""
+
+    casing_ids: np.ndarray  # (N,)
+    feature_ids: np.ndarray | None  # (N, F)
+    word_ids: np.ndarray | None  # (N,)
+    type_ids: np.ndarray  # (N,)
+    template_rows: np.ndarray | None = None  # (N, templates)
+
+
+@dataclass
 class EncodedSequence:
     """Index arrays of one sequence; ``word_ids`` index a :class:`WordTable`."""
 
@@ -60,6 +75,10 @@ class EncodedSequence:
     template_rows: np.ndarray | None = None
     """(L, templates) rows of the CRF-template feature table (models with template features)."""
     _char_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
+    call: CallArrays | None = field(default=None, repr=False, compare=False)
+    """The arrays of the whole ``encode_many`` call this sequence's arrays are rows of."""
+    start: int = field(default=0, repr=False, compare=False)
+    """This sequence's first row in ``call``'s arrays."""
 
     @property
     def char_ids(self) -> np.ndarray:
@@ -198,14 +217,16 @@ class SequenceEncoder:
         sequence_widths = _widest_per_sequence(widths[type_ids], bounds)
         starts, ends = bounds[:-1].tolist(), bounds[1:].tolist()
         values = self._column_values(sequences)
-        template_rows = self.templates.rows(sequences, values) if self.templates is not None else [None] * len(sequences)
+        template_rows = None if self.templates is None else self.templates.call_rows(sequences, values, np.diff(bounds))
         feature_ids = self._feature_ids(sequences, bounds, values)
+        call = CallArrays(casing, feature_ids, word_ids, type_ids, template_rows)
         return [
             EncodedSequence(
                 casing[a:b], None if feature_ids is None else feature_ids[a:b], self._labels_of(sequence, with_labels),
-                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width, rows,
+                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width,
+                None if template_rows is None else template_rows[a:b], call=call, start=a,
             )
-            for sequence, a, b, width, rows in zip(sequences, starts, ends, sequence_widths, template_rows)
+            for sequence, a, b, width in zip(sequences, starts, ends, sequence_widths)
         ]
 
     def _shape(self, token: str) -> tuple[list[int], int]:

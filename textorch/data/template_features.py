@@ -105,6 +105,14 @@ class TemplateFeaturizer:
         :attr:`feature_columns`' values at every token (as :func:`column_values` gives them, or
         as :func:`read_columns` reads them), when the caller read them already for other features."""
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        out = self.call_rows(sequences, values, lengths)
+        bounds = np.cumsum(lengths).tolist()
+        return [out[a:b] for a, b in zip([0, *bounds[:-1]], bounds)]
+
+    def call_rows(self, sequences: Sequence[TokenSequence],
+                  values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None,
+                  lengths: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`rows` of all ``sequences`` end to end, one ``(tokens, templates)`` array."""
         ids, position, length = self._positions(sequences, values, lengths)
         out = np.zeros((len(position), len(self.templates)), dtype=np.int64)
         cells: dict[tuple[int, int], np.ndarray] = {}  # templates share cells: each is read once
@@ -122,8 +130,7 @@ class TemplateFeaturizer:
                 out[:, k] = rows[flat]
             else:
                 out[:, k] = self._rows_of(self._keys(k, cell_values))
-        bounds = np.cumsum(lengths).tolist()
-        return [out[a:b] for a, b in zip([0, *bounds[:-1]], bounds)]
+        return out
 
     def _positions(self, sequences: Sequence[TokenSequence],
                    values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None,
