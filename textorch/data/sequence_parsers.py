@@ -23,6 +23,9 @@ from textorch.errors import DataError
 CONLL_COLUMNS = (2, 3, 4)
 _SCHEME_RANK = {"iob2": 0, "iob1": 1, "iobes": 2}
 
+SPLIT_LINES_KEPT = 16384
+"""Distinct lines whose fields a parser keeps (a few tens of MB at most), emptied when full."""
+
 NumberedLines = Iterable[tuple[int, str]]
 """``(1-based line number, line without its newline)`` pairs, in file order."""
 
@@ -185,7 +188,11 @@ class GrobidParser:
 
     def sequences(self, lines: NumberedLines) -> Iterator[TokenSequence]:
         # The loop runs once per line of a file: blank lines and field splitting are tested
-        # inline, the common line (single spaces, no tab) split once.
+        # inline, the common line (single spaces, no tab) split once, and a line seen before
+        # (GROBID files repeat a token with the same layout features) not split again. The
+        # split fields are never changed; each token gets its own list of features.
+        split_lines: dict[str, list[str]] | None = {}
+        kept_since = 0
         path, labelled, n_features = self.path, self.labelled, self.n_features
         tokens: list[str] = []
         features: list[list[str]] = []
@@ -204,9 +211,18 @@ class GrobidParser:
                 if ragged:
                     expected = 0
                 continue
-            fields = line.split(" ")
-            if "" in fields or "\t" in line:
-                fields = split_fields(line)
+            fields = split_lines.get(line) if split_lines is not None else None
+            if fields is None:
+                fields = line.split(" ")
+                if "" in fields or "\t" in line:
+                    fields = split_fields(line)
+                if split_lines is not None:
+                    if len(split_lines) >= SPLIT_LINES_KEPT:
+                        # Full: kept if lines repeated at least once on average, else dropped.
+                        split_lines = {} if lineno - kept_since >= 2 * SPLIT_LINES_KEPT else None
+                        kept_since = lineno
+                    if split_lines is not None:
+                        split_lines[line] = fields
             if len(fields) != expected:
                 if expected:
                     message = f"expected {expected} fields (as on line {expected_line}), found {len(fields)}"
