@@ -184,15 +184,14 @@ def iob2_to_grobid(tags: list[str]) -> list[str]:
     the label of each pair is worked out once and kept: rewriting a file's tags is then one
     dictionary look-up per token, done by C code.
     """
-    pairs = list(zip([None, *tags], tags))
     try:
-        return list(map(_grobid_of_pair.__getitem__, pairs))
+        return list(map(_grobid_of_pair.__getitem__, zip([None, *tags], tags)))
     except KeyError:
         if len(_grobid_of_pair) > GROBID_CACHE_SIZE:
             _grobid_of_pair.clear()
-        for pair in pairs:
+        for pair in zip([None, *tags], tags):
             _grobid_of_pair[pair] = _grobid_label(*pair)
-        return list(map(_grobid_of_pair.__getitem__, pairs))
+        return list(map(_grobid_of_pair.__getitem__, zip([None, *tags], tags)))
 
 
 def _grobid_label(previous: str | None, tag: str) -> str:
