@@ -51,7 +51,10 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("wanted", [[-1, 0, 2, 4], [1, 2], [0, 7]])
-def test_columns_read_for_a_whole_call_equal_the_per_token_values(case: str, wanted: list[int]) -> None:
+@pytest.mark.parametrize("fewest", [0, columns.FEWEST_ROWS])
+def test_columns_read_for_a_whole_call_equal_the_per_token_values(case: str, wanted: list[int], fewest: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "FEWEST_ROWS", fewest)  # 0: small calls numbered too
     sequences = CASES[case]
     expected = _per_token(sequences, wanted)
     assert column_values(sequences, wanted) == expected
@@ -63,6 +66,8 @@ def test_columns_read_for_a_whole_call_equal_the_per_token_values(case: str, wan
 
 
 def test_repeated_rows_are_looked_up_once_each_and_distinct_ones_per_token() -> None:
+    assert sum(map(len, CASES["repeated rows"])) >= columns.FEWEST_ROWS
+    assert read_columns(CASES["one-token sequences"], [-1, 0]).inverse is None  # too few rows
     repeated = read_columns(CASES["repeated rows"], [-1, 0, 1])
     assert repeated.inverse is not None
     distinct_rows = {(s.tokens[i], *s.features[i]) for s in CASES["repeated rows"] for i in range(len(s))}

@@ -28,6 +28,10 @@ DISTINCT_SHARE = 0.5
 """Distinct rows, as a share of the tokens, above which :func:`read_columns` keeps values per
 token: with few repeats, numbering the rows costs more than the look-ups it saves."""
 
+FEWEST_ROWS = 256
+"""Rows of a call below which :func:`read_columns` keeps values per token: numbering so few
+rows costs NumPy calls (a fixed cost) that a small call's look-ups do not pay back."""
+
 SAMPLE_ROWS = 2048
 """Rows of a large call whose repeats tell :func:`read_columns`, before it numbers them all,
 whether numbering them is worth it."""
@@ -62,6 +66,8 @@ def read_columns(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> 
         return ColumnValues(dict(zip(columns, column_values(sequences, columns))))
     tokens = _tokens(sequences)
     with_token = any(column < 0 for column in columns)
+    if len(rows) < FEWEST_ROWS:
+        return ColumnValues(dict(zip(columns, _columns_of_rows(tokens, rows, columns))))
     if len(rows) > 2 * SAMPLE_ROWS:  # few repeats among the first rows: no numbering
         sample = zip(tokens[:SAMPLE_ROWS], map(tuple, rows[:SAMPLE_ROWS])) if with_token else map(tuple, rows[:SAMPLE_ROWS])
         if len(set(sample)) > DISTINCT_SHARE * SAMPLE_ROWS:
