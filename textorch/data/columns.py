@@ -15,7 +15,7 @@ to the tokens.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, count, repeat
 from operator import itemgetter
@@ -66,24 +66,27 @@ def read_columns(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> 
         return ColumnValues(dict(zip(columns, column_values(sequences, columns))))
     tokens = _tokens(sequences)
     with_token = any(column < 0 for column in columns)
-    if len(rows) < FEWEST_ROWS:
+
+    def keys(end: int | None = None) -> Iterator:  # a token's row, with the token when a column reads it
+        return zip(tokens[:end], map(tuple, rows[:end])) if with_token else map(tuple, rows[:end])
+
+    # Not numbered: a small call, or a large one whose first rows hardly repeat.
+    numbered = len(rows) >= FEWEST_ROWS and not (
+        len(rows) > 2 * SAMPLE_ROWS and len(set(keys(SAMPLE_ROWS))) > DISTINCT_SHARE * SAMPLE_ROWS)
+    if numbered:
+        # Each token's key, hashed once: the position of the first token with the same row.
+        first_of: dict = {}
+        first = np.fromiter(map(first_of.setdefault, keys(), count()), dtype=np.int64, count=len(rows))
+        numbered = len(first_of) <= DISTINCT_SHARE * len(rows)
+    if not numbered:
         return ColumnValues(dict(zip(columns, _columns_of_rows(tokens, rows, columns))))
-    if len(rows) > 2 * SAMPLE_ROWS:  # few repeats among the first rows: no numbering
-        sample = zip(tokens[:SAMPLE_ROWS], map(tuple, rows[:SAMPLE_ROWS])) if with_token else map(tuple, rows[:SAMPLE_ROWS])
-        if len(set(sample)) > DISTINCT_SHARE * SAMPLE_ROWS:
-            return ColumnValues(dict(zip(columns, _columns_of_rows(tokens, rows, columns))))
-    keys = zip(tokens, map(tuple, rows)) if with_token else map(tuple, rows)
-    # Each token's key, hashed once: the position of the first token with the same row.
-    first_of: dict = {}
-    first = np.fromiter(map(first_of.setdefault, keys, count()), dtype=np.int64, count=len(rows))
-    if len(first_of) > DISTINCT_SHARE * len(rows):
-        return ColumnValues(dict(zip(columns, _columns_of_rows(tokens, rows, columns))))
-    firsts, inverse = np.unique(first, return_inverse=True)
+    firsts = np.flatnonzero(first == np.arange(len(first)))  # each distinct row's first token, in order
+    number = np.empty(len(first), dtype=np.int64)
+    number[firsts] = np.arange(len(firsts))
     at = firsts.tolist()
     distinct_tokens = list(map(tokens.__getitem__, at)) if with_token else []
     distinct_rows = list(map(rows.__getitem__, at))
-    return ColumnValues(dict(zip(columns, _columns_of_rows(distinct_tokens, distinct_rows, columns))),
-                        inverse.reshape(-1))
+    return ColumnValues(dict(zip(columns, _columns_of_rows(distinct_tokens, distinct_rows, columns))), number[first])
 
 
 def column_values(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> list[list[str | None]]:
@@ -107,7 +110,8 @@ def column_values(sequences: Sequence[TokenSequence], columns: Sequence[int]) ->
     return values
 
 
-def _columns_of_rows(tokens: list[str], rows: Sequence[Sequence[str]], columns: Sequence[int]) -> list[list[str | None]]:
+def _columns_of_rows(tokens: list[str], rows: Sequence[Sequence[str]],
+                     columns: Sequence[int]) -> list[list[str | None]]:
     """``columns`` of rows of one width (-1: ``tokens``): one flat list, cut with a stride."""
     width = len(rows[0]) if rows else 0
     flat = list(chain.from_iterable(rows))
