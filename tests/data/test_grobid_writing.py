@@ -55,3 +55,14 @@ def test_a_block_without_features_or_with_empty_rows_has_no_empty_field() -> Non
     assert grobid_block(TokenSequence(["a", "b"], features=[[], []]), tags) == expected
     assert grobid_block(TokenSequence(["a", "b"], features=[["f"], []]), tags) == "a f I-<x>\nb I-<other>\n\n"
     assert grobid_block(TokenSequence([], features=[]), []) == "\n"
+
+
+def test_the_kept_pairs_stay_bounded_and_right_when_emptied(monkeypatch) -> None:
+    from textorch.data import tags
+
+    monkeypatch.setattr(tags, "GROBID_CACHE_SIZE", 8)
+    for k in range(30):
+        sequence = ["O", f"B-<f{k}>", f"I-<f{k}>", "O", f"I-<g{k}>"]
+        assert iob2_to_grobid(sequence) == _token_by_token(sequence)
+        assert iob2_to_grobid(sequence) == _token_by_token(sequence)  # from the kept pairs
+        assert len(tags._grobid_of_pair) <= 8 + len(sequence)

@@ -186,12 +186,12 @@ def iob2_to_grobid(tags: list[str]) -> list[str]:
     """
     try:
         return list(map(_grobid_of_pair.__getitem__, zip([None, *tags], tags)))
-    except KeyError:
+    except KeyError:  # a pair not met yet: worked out here, the answer not read back from the table
+        labels = [_grobid_label(previous, tag) for previous, tag in zip([None, *tags], tags)]
         if len(_grobid_of_pair) > GROBID_CACHE_SIZE:
             _grobid_of_pair.clear()
-        for pair in zip([None, *tags], tags):
-            _grobid_of_pair[pair] = _grobid_label(*pair)
-        return list(map(_grobid_of_pair.__getitem__, zip([None, *tags], tags)))
+        _grobid_of_pair.update(zip(zip([None, *tags], tags), labels))
+        return labels
 
 
 def _grobid_label(previous: str | None, tag: str) -> str:
