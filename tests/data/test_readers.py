@@ -19,6 +19,7 @@ from textorch.data.readers import (
     read_labelled,
     read_text,
 )
+from textorch.data.streams import stream_grobid
 from textorch.data.tags import iob2_to_grobid
 from textorch.data.writers import write_conll, write_grobid
 from textorch.errors import ConfigError, DataError
@@ -402,3 +403,36 @@ def test_real_grobid(folder: str, name: str, sequences: int, tokens: int, featur
     written = [line for line in out.getvalue().split("\n") if line]
     original = [line for line in path.read_text("utf-8").split("\n") if line.strip()]
     assert sum(a != b for a, b in zip(written, original)) == lost
+
+
+def test_grobid_lines_of_other_whitespace_end_a_sequence_and_stray_spaces_separate_nothing(tmp_path: Path) -> None:
+    """A line of whitespace other than spaces and tabs (an ideographic space) is a boundary, and
+    leading, trailing or doubled spaces around fields make no empty field, read whole or streamed."""
+    text = "a f I-<x>\n b  f <x> \n\u3000\nc\u3000d f\tI-<y>\n\u2003 \t\nd f I-<y>\n"
+    path = _write(tmp_path, "w.train", text)
+    for sequences in (read_grobid(path).sequences, list(stream_grobid(path))):
+        assert [s.tokens for s in sequences] == [["a", "b"], ["c\u3000d"], ["d"]]
+        assert [s.features for s in sequences] == [[["f"], ["f"]], [["f"]], [["f"]]]
+        assert [s.line for s in sequences] == [1, 4, 6]
+
+
+@pytest.mark.parametrize("kept", [1, 2, 3, 1000])
+def test_grobid_lines_split_once_read_as_lines_split_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 kept: int) -> None:
+    """However few split lines the parser keeps (it drops them when full, or stops keeping them
+    when lines do not repeat), the sequences and the error on a repeated line are the same."""
+    from textorch.data import sequence_parsers
+    from textorch.data.tags import grobid_to_iob2
+
+    monkeypatch.setattr(sequence_parsers, "SPLIT_LINES_KEPT", kept)
+    lines = [f"t{i % 3} f{i % 2} {'I-<a>' if i % 4 else '<a>'}" for i in range(40)]
+    text = "\n".join(lines[:10]) + "\n\n" + "\n".join(f"u{i} g {lines[i]}" for i in range(7)) + "\n\n" + "\n".join(lines[10:])
+    path = _write(tmp_path, "r.train", text + "\n")
+    sequences = read_grobid(path).sequences
+    assert [len(s) for s in sequences] == [10, 7, 30]
+    assert sequences[2].tokens == [line.split()[0] for line in lines[10:]]
+    assert sequences[1].features == [["g", *lines[i].split()[:2]] for i in range(7)]
+    assert sequences[2].labels == grobid_to_iob2([line.split()[-1] for line in lines[10:]])
+    bad = "\n".join(lines[:5]) + "\n\n" + "u g t0 f0 I-<a>\n" + lines[1] + "\n"
+    with pytest.raises(DataError, match=r"r2.train:8: expected 5 fields \(as on line 7\), found 3"):
+        list(stream_grobid(_write(tmp_path, "r2.train", bad)))

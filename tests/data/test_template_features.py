@@ -110,12 +110,12 @@ def test_encoding_reads_the_feature_columns_once_for_the_feature_channel_and_the
 
     def counted(sequences: list[TokenSequence], wanted: list[int]) -> list:
         calls.append(list(wanted))
-        return columns.column_values(sequences, wanted)
+        return columns.read_columns(sequences, wanted)
 
     encoder = encoding.SequenceEncoder.fit(TRAIN, [0, 1], templates=TEMPLATE)
     plain = encoder.encode_many(TRAIN, with_labels=False)
-    monkeypatch.setattr(encoding, "column_values", counted)
-    monkeypatch.setattr(template_features, "column_values", counted)
+    monkeypatch.setattr(encoding, "read_columns", counted)
+    monkeypatch.setattr(template_features, "read_columns", counted)
     shared = encoder.encode_many(TRAIN, with_labels=False)
     assert calls == [[-1, 0, 1]]
     for a, b in zip(plain, shared):

@@ -7,6 +7,7 @@ batches without communicating, and each takes its own slice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -85,13 +86,14 @@ def collate(
         for row, item in enumerate(items):
             char_ids[row, : len(item), : item.char_ids.shape[1]] = item.char_ids
     first = items[0]
-    casing_ids = _padded([item.casing_ids for item in items], mask)
-    feature_ids = None if first.feature_ids is None else _padded([item.feature_ids for item in items], mask)
+    pad = _gatherer(items, mask) or _padder(items, mask)
+    casing_ids = pad("casing_ids")
+    feature_ids = None if first.feature_ids is None else pad("feature_ids")
     label_ids = None if first.label_ids is None else _padded([item.label_ids for item in items], mask)
-    word_ids = None if first.word_ids is None else _padded([item.word_ids for item in items], mask)
-    template_rows = None if first.template_rows is None else _padded([item.template_rows for item in items], mask)
+    word_ids = None if first.word_ids is None else pad("word_ids")
+    template_rows = None if first.template_rows is None else pad("template_rows")
     if token_vectors is not None:
-        type_ids = _padded([item.type_ids for item in items], mask, fill=token_vectors.shape[0] - 1)  # padding: zeros
+        type_ids = pad("type_ids", token_vectors.shape[0] - 1)  # padding: the row of zeros
         rows, char_index = None, torch.from_numpy(type_ids)
     elif char_rows:
         rows, char_index = _distinct_tokens(items, char_ids, mask)
@@ -150,6 +152,36 @@ def with_padding_row(token_vectors: torch.Tensor) -> torch.Tensor:
     """``token_vectors`` (one row per token type) and a last row of zeros, the row that padded
     positions point at in a batch made by :func:`collate`."""
     return torch.cat([token_vectors, token_vectors.new_zeros((1, token_vectors.shape[1]))])
+
+
+Padder = Callable[..., np.ndarray]
+"""``pad(name, fill=0)``: the batch's ``(B, L, ...)`` array of the sequences' array ``name``."""
+
+
+def _gatherer(items: list[EncodedSequence], mask: np.ndarray) -> Padder | None:
+    """A :data:`Padder` that gathers from the arrays of the one ``encode_many`` call all ``items``
+    come from (one index for every array), or None when they come from several calls."""
+    call = items[0].call
+    if call is None or any(item.call is not call for item in items):
+        return None
+    starts = np.fromiter([item.start for item in items], dtype=np.int64, count=len(items))
+    index = starts[:, None] + np.arange(mask.shape[1])
+    padding = None if mask.all() else ~mask
+    if padding is not None:
+        index[padding] = 0  # a valid row, overwritten below
+
+    def gathered(name: str, fill: int = 0) -> np.ndarray:
+        out = np.take(getattr(call, name), index, axis=0)
+        if padding is not None:
+            out[padding] = fill
+        return out
+
+    return gathered
+
+
+def _padder(items: list[EncodedSequence], mask: np.ndarray) -> Padder:
+    """A :data:`Padder` that concatenates the sequences' own arrays."""
+    return lambda name, fill=0: _padded([getattr(item, name) for item in items], mask, fill)
 
 
 def _padded(arrays: list[np.ndarray], mask: np.ndarray, fill: int = 0) -> np.ndarray:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from textorch.data.columns import column_values, value_ids
+from textorch.data.columns import ColumnValues, read_columns
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate
 from textorch.data.template_features import TemplateFeaturizer
@@ -44,6 +44,21 @@ def casing_class(token: str) -> int:
 
 
 @dataclass
+class CallArrays:
+    """The id arrays of one ``encode_many`` call, its sequences end to end (one row per token).
+
+    Every sequence of the call holds views of these rows; a batch of them is gathered from
+    here with one index per array (:func:`textorch.data.batching.collate`) rather than
+    concatenated from the sequences' views, a NumPy call per sequence and array."""
+
+    casing_ids: np.ndarray  # (N,)
+    feature_ids: np.ndarray | None  # (N, F)
+    word_ids: np.ndarray | None  # (N,)
+    type_ids: np.ndarray  # (N,)
+    template_rows: np.ndarray | None = None  # (N, templates)
+
+
+@dataclass
 class EncodedSequence:
     """Index arrays of one sequence; ``word_ids`` index a :class:`WordTable`."""
 
@@ -60,6 +75,10 @@ class EncodedSequence:
     template_rows: np.ndarray | None = None
     """(L, templates) rows of the CRF-template feature table (models with template features)."""
     _char_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
+    call: CallArrays | None = field(default=None, repr=False, compare=False)
+    """The arrays of the whole ``encode_many`` call this sequence's arrays are rows of."""
+    start: int = field(default=0, repr=False, compare=False)
+    """This sequence's first row in ``call``'s arrays."""
 
     @property
     def char_ids(self) -> np.ndarray:
@@ -198,14 +217,16 @@ class SequenceEncoder:
         sequence_widths = _widest_per_sequence(widths[type_ids], bounds)
         starts, ends = bounds[:-1].tolist(), bounds[1:].tolist()
         values = self._column_values(sequences)
-        template_rows = self.templates.rows(sequences, values) if self.templates is not None else [None] * len(sequences)
+        template_rows = None if self.templates is None else self.templates.call_rows(sequences, values, np.diff(bounds))
         feature_ids = self._feature_ids(sequences, bounds, values)
+        call = CallArrays(casing, feature_ids, word_ids, type_ids, template_rows)
         return [
             EncodedSequence(
                 casing[a:b], None if feature_ids is None else feature_ids[a:b], self._labels_of(sequence, with_labels),
-                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width, rows,
+                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width,
+                None if template_rows is None else template_rows[a:b], call=call, start=a,
             )
-            for sequence, a, b, width, rows in zip(sequences, starts, ends, sequence_widths, template_rows)
+            for sequence, a, b, width in zip(sequences, starts, ends, sequence_widths)
         ]
 
     def _shape(self, token: str) -> tuple[list[int], int]:
@@ -219,17 +240,16 @@ class SequenceEncoder:
             self._shapes[token] = shape
         return shape
 
-    def _column_values(self, sequences: list[TokenSequence]) -> dict[int, list[str | None]]:
+    def _column_values(self, sequences: list[TokenSequence]) -> ColumnValues:
         """Every feature column the feature channel or the template features read, by
-        :func:`column_values`' number, read once for both."""
+        :func:`textorch.data.columns.column_values`' number, read once for both."""
         columns = set(self.feature_columns)
         if self.templates is not None:
             columns.update(self.templates.feature_columns)
-        ordered = sorted(columns)
-        return dict(zip(ordered, column_values(sequences, ordered)))
+        return read_columns(sequences, sorted(columns))
 
     def _feature_ids(self, sequences: list[TokenSequence], bounds: np.ndarray,
-                     values: dict[int, list[str | None]]) -> np.ndarray | None:
+                     values: ColumnValues) -> np.ndarray | None:
         """``(tokens, slots)`` ids of the feature channel's columns for all ``sequences`` end to
         end (``bounds`` cut them apart): unseen values (and a column a sequence lacks) get
         ``<unk>``, a sequence without features zeros. One column at a time over the whole call:
@@ -239,7 +259,7 @@ class SequenceEncoder:
         feature_ids = np.empty((int(bounds[-1]), len(self.feature_columns)), dtype=np.int64)
         for slot, column in enumerate(self.feature_columns):
             vocabulary = self.features[slot]
-            feature_ids[:, slot] = value_ids(values[column], vocabulary._index, vocabulary.unk_id)
+            feature_ids[:, slot] = values.ids(column, vocabulary._index, vocabulary.unk_id)
         for i, sequence in enumerate(sequences):
             if not sequence.features:
                 feature_ids[bounds[i]:bounds[i + 1]] = 0

@@ -23,6 +23,9 @@ from textorch.errors import DataError
 CONLL_COLUMNS = (2, 3, 4)
 _SCHEME_RANK = {"iob2": 0, "iob1": 1, "iobes": 2}
 
+SPLIT_LINES_KEPT = 16384
+"""Distinct lines whose fields a parser keeps (a few tens of MB at most), emptied when full."""
+
 NumberedLines = Iterable[tuple[int, str]]
 """``(1-based line number, line without its newline)`` pairs, in file order."""
 
@@ -184,6 +187,12 @@ class GrobidParser:
         return n_feat, extra
 
     def sequences(self, lines: NumberedLines) -> Iterator[TokenSequence]:
+        # The loop runs once per line of a file: blank lines and field splitting are tested
+        # inline, the common line (single spaces, no tab) split once, and a line seen before
+        # (GROBID files repeat a token with the same layout features) not split again. The
+        # split fields are never changed; each token gets its own list of features.
+        split_lines: dict[str, list[str]] | None = {}
+        kept_since = 0
         path, labelled, n_features = self.path, self.labelled, self.n_features
         tokens: list[str] = []
         features: list[list[str]] = []
@@ -193,22 +202,35 @@ class GrobidParser:
         expected_line = 0
         first_line = 0
         ragged = labelled and n_features is None
+        has_label, stop = self.has_label, 1 + self.n_feat
         for lineno, line in lines:
-            if is_blank(line):
+            if not line or line.isspace():
                 if tokens:
                     yield self._sequence(tokens, features, labels, first_line)
                     tokens, features, labels = [], [], []
                 if ragged:
                     expected = 0
                 continue
-            fields = split_fields(line)
-            if expected == 0:
+            fields = split_lines.get(line) if split_lines is not None else None
+            if fields is None:
+                fields = line.split(" ")
+                if "" in fields or "\t" in line:
+                    fields = split_fields(line)
+                if split_lines is not None:
+                    if len(split_lines) >= SPLIT_LINES_KEPT:
+                        # Full: kept if lines repeated at least once on average, else dropped.
+                        split_lines = {} if lineno - kept_since >= 2 * SPLIT_LINES_KEPT else None
+                        kept_since = lineno
+                    if split_lines is not None:
+                        split_lines[line] = fields
+            if len(fields) != expected:
+                if expected:
+                    message = f"expected {expected} fields (as on line {expected_line}), found {len(fields)}"
+                    raise DataError(path, lineno, message)
                 self.has_label, self.n_feat = grobid_layout(path, lineno, len(fields), labelled, n_features)
+                has_label, stop = self.has_label, 1 + self.n_feat
                 expected, expected_line = len(fields), lineno
-            elif len(fields) != expected:
-                message = f"expected {expected} fields (as on line {expected_line}), found {len(fields)}"
-                raise DataError(path, lineno, message)
-            if self.has_label:
+            if has_label:
                 label = fields[-1]
                 if label not in valid_labels:
                     error = grobid_label_error(label)
@@ -219,7 +241,7 @@ class GrobidParser:
             if not tokens:
                 first_line = lineno
             tokens.append(fields[0])
-            features.append(fields[1:1 + self.n_feat])
+            features.append(fields[1:stop])
         if tokens:
             yield self._sequence(tokens, features, labels, first_line)
 

@@ -165,6 +165,13 @@ def _bracketed(typ: str) -> str:
     return f"<{typ}>"
 
 
+GROBID_CACHE_SIZE = 4096
+"""``(previous tag, tag)`` pairs whose GROBID label :func:`iob2_to_grobid` keeps (a model has a
+few dozen tags, so a few hundred pairs)."""
+
+_grobid_of_pair: dict[tuple[str | None, str], str] = {}
+
+
 def iob2_to_grobid(tags: list[str]) -> list[str]:
     """Rewrite IOB2 tags in GROBID's convention, the inverse of grobid_to_iob2.
 
@@ -172,18 +179,25 @@ def iob2_to_grobid(tags: list[str]) -> list[str]:
     ``I-<other>`` first, then ``<other>``. A GROBID file that opens a new ``I-<other>`` run right
     after another one therefore comes back with ``<other>`` there: that distinction is lost on
     reading and cannot be recovered from the tags alone.
+
+    A token's label depends on its tag and the tag before it alone (None before the first), so
+    the label of each pair is worked out once and kept: rewriting a file's tags is then one
+    dictionary look-up per token, done by C code.
     """
-    out: list[str] = []
-    previous = OUTSIDE
-    previous_is_outside = False
-    for i, tag in enumerate(tags):
-        if tag == OUTSIDE:
-            out.append("<other>" if i > 0 and previous_is_outside else "I-<other>")
-            previous_is_outside = True
-        else:
-            typ = _bracketed(tag[2:])
-            same_field = tag[0] == "I" and previous != OUTSIDE and previous[2:] == tag[2:]
-            out.append(typ if same_field else f"I-{typ}")
-            previous_is_outside = False
-        previous = tag
-    return out
+    try:
+        return list(map(_grobid_of_pair.__getitem__, zip([None, *tags], tags)))
+    except KeyError:  # a pair not met yet: worked out here, the answer not read back from the table
+        labels = [_grobid_label(previous, tag) for previous, tag in zip([None, *tags], tags)]
+        if len(_grobid_of_pair) > GROBID_CACHE_SIZE:
+            _grobid_of_pair.clear()
+        _grobid_of_pair.update(zip(zip([None, *tags], tags), labels))
+        return labels
+
+
+def _grobid_label(previous: str | None, tag: str) -> str:
+    """The GROBID label of ``tag`` after ``previous`` (None: the first token of a sequence)."""
+    if tag == OUTSIDE:
+        return "<other>" if previous == OUTSIDE else "I-<other>"
+    same_field = tag[0] == "I" and previous is not None and previous != OUTSIDE and previous[2:] == tag[2:]
+    typ = _bracketed(tag[2:])
+    return typ if same_field else f"I-{typ}"

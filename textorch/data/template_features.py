@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from textorch.data.columns import column_values, value_ids
+from textorch.data.columns import ColumnValues, column_values, read_columns, value_ids
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template, template_text
 
@@ -100,41 +100,54 @@ class TemplateFeaturizer:
         return [column - 1 for column in self.vocabularies]
 
     def rows(self, sequences: Sequence[TokenSequence],
-             values: Mapping[int, Sequence[str | None]] | None = None) -> list[np.ndarray]:
+             values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None) -> list[np.ndarray]:
         """Per sequence, ``(L, templates)`` int64 rows of the weight table. ``values``: each of
-        :attr:`feature_columns`' values at every token (as :func:`column_values` gives them), when
-        the caller read them already for other features."""
-        ids, position, length = self._positions(sequences, values)
+        :attr:`feature_columns`' values at every token (as :func:`column_values` gives them, or
+        as :func:`read_columns` reads them), when the caller read them already for other features."""
+        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        out = self.call_rows(sequences, values, lengths)
+        bounds = np.cumsum(lengths).tolist()
+        return [out[a:b] for a, b in zip([0, *bounds[:-1]], bounds)]
+
+    def call_rows(self, sequences: Sequence[TokenSequence],
+                  values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None,
+                  lengths: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`rows` of all ``sequences`` end to end, one ``(tokens, templates)`` array."""
+        ids, position, length = self._positions(sequences, values, lengths)
         out = np.zeros((len(position), len(self.templates)), dtype=np.int64)
         cells: dict[tuple[int, int], np.ndarray] = {}  # templates share cells: each is read once
         for k, template in enumerate(self.templates):
             for row, column in template.cells:
                 if (row, column) not in cells:
                     cells[row, column] = self._cell_values(ids[column], position, length, row, column)
-            values = [cells[cell] for cell in template.cells]
+            cell_values = [cells[cell] for cell in template.cells]
             lookup = self._lookups.get(k)
             if lookup is not None:
                 counts, rows = lookup
-                flat = values[0]
-                for count, more in zip(counts[1:], values[1:]):
+                flat = cell_values[0]
+                for count, more in zip(counts[1:], cell_values[1:]):
                     flat = flat * count + more
                 out[:, k] = rows[flat]
             else:
-                out[:, k] = self._rows_of(self._keys(k, values))
-        bounds = np.cumsum([0, *(len(s) for s in sequences)])
-        return [out[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+                out[:, k] = self._rows_of(self._keys(k, cell_values))
+        return out
 
-    def _positions(self, sequences: Sequence[TokenSequence], values: Mapping[int, Sequence[str | None]] | None = None,
-                   ) -> tuple[dict[int, np.ndarray], np.ndarray, np.ndarray]:
+    def _positions(self, sequences: Sequence[TokenSequence],
+                   values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None,
+                   lengths: np.ndarray | None = None) -> tuple[dict[int, np.ndarray], np.ndarray, np.ndarray]:
         """Value ids of every token (all sequences end to end) per column, each token's position
         in its sequence and that sequence's length."""
-        lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+        if lengths is None:
+            lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
         position = np.arange(int(lengths.sum()), dtype=np.int64) - starts
         columns = list(self.vocabularies)
         if values is None:
-            values = dict(zip(self.feature_columns, _column_values(sequences, columns)))
-        ids = {column: value_ids(values[column - 1], self.vocabularies[column], 0) for column in columns}
+            values = read_columns(sequences, self.feature_columns)
+        if isinstance(values, ColumnValues):
+            ids = {column: values.ids(column - 1, self.vocabularies[column], 0) for column in columns}
+        else:
+            ids = {column: value_ids(values[column - 1], self.vocabularies[column], 0) for column in columns}
         return ids, position, np.repeat(lengths, lengths)
 
     def _cell_values(self, ids: np.ndarray, position: np.ndarray, length: np.ndarray, row: int,

@@ -63,8 +63,12 @@ def write_grobid(corpus: Corpus, predicted: list[list[str]], out: TextIO) -> Non
 def grobid_block(sequence: TokenSequence, tags: list[str]) -> str:
     """One sequence as :func:`write_grobid` writes it, its blank line included."""
     labels = iob2_to_grobid(tags)
-    features = sequence.features or [[] for _ in sequence.tokens]
-    lines = [" ".join([token, *feats, label]) + "\n" for token, feats, label in zip(sequence.tokens, features, labels)]
+    features = sequence.features
+    if features and all(features):  # each token's features joined once, by C code
+        lines = [f"{token} {feats} {label}\n" for token, feats, label in zip(sequence.tokens, map(" ".join, features), labels)]
+    else:
+        rows = features or [[] for _ in sequence.tokens]
+        lines = [" ".join([token, *feats, label]) + "\n" for token, feats, label in zip(sequence.tokens, rows, labels)]
     return "".join(lines) + "\n"
 
 
