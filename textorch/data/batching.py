@@ -7,13 +7,13 @@ batches without communicating, and each takes its own slice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
 
 from textorch.data.encoding import EncodedSequence
+from textorch.data.padding import batch_padder, padded
 from textorch.data.word_table import WordTable
 
 
@@ -86,10 +86,10 @@ def collate(
         for row, item in enumerate(items):
             char_ids[row, : len(item), : item.char_ids.shape[1]] = item.char_ids
     first = items[0]
-    pad = _gatherer(items, mask) or _padder(items, mask)
+    pad = batch_padder(items, mask)
     casing_ids = pad("casing_ids")
     feature_ids = None if first.feature_ids is None else pad("feature_ids")
-    label_ids = None if first.label_ids is None else _padded([item.label_ids for item in items], mask)
+    label_ids = None if first.label_ids is None else padded([item.label_ids for item in items], mask)
     word_ids = None if first.word_ids is None else pad("word_ids")
     template_rows = None if first.template_rows is None else pad("template_rows")
     if token_vectors is not None:
@@ -154,45 +154,6 @@ def with_padding_row(token_vectors: torch.Tensor) -> torch.Tensor:
     return torch.cat([token_vectors, token_vectors.new_zeros((1, token_vectors.shape[1]))])
 
 
-Padder = Callable[..., np.ndarray]
-"""``pad(name, fill=0)``: the batch's ``(B, L, ...)`` array of the sequences' array ``name``."""
-
-
-def _gatherer(items: list[EncodedSequence], mask: np.ndarray) -> Padder | None:
-    """A :data:`Padder` that gathers from the arrays of the one ``encode_many`` call all ``items``
-    come from (one index for every array), or None when they come from several calls."""
-    call = items[0].call
-    if call is None or any(item.call is not call for item in items):
-        return None
-    starts = np.fromiter([item.start for item in items], dtype=np.int64, count=len(items))
-    index = starts[:, None] + np.arange(mask.shape[1])
-    padding = None if mask.all() else ~mask
-    if padding is not None:
-        index[padding] = 0  # a valid row, overwritten below
-
-    def gathered(name: str, fill: int = 0) -> np.ndarray:
-        out = np.take(getattr(call, name), index, axis=0)
-        if padding is not None:
-            out[padding] = fill
-        return out
-
-    return gathered
-
-
-def _padder(items: list[EncodedSequence], mask: np.ndarray) -> Padder:
-    """A :data:`Padder` that concatenates the sequences' own arrays."""
-    return lambda name, fill=0: _padded([getattr(item, name) for item in items], mask, fill)
-
-
-def _padded(arrays: list[np.ndarray], mask: np.ndarray, fill: int = 0) -> np.ndarray:
-    """``(B, L, ...)`` int64: row ``b`` holds ``arrays[b]`` (of length ``mask[b].sum()``), then
-    ``fill``. One concatenation and one masked copy, where a slice copy per sequence and array
-    pays a NumPy call per sequence, which adds up over a file."""
-    out = np.full(mask.shape + arrays[0].shape[1:], fill, dtype=np.int64)
-    out[mask] = np.concatenate(arrays)
-    return out
-
-
 def token_type_table(encoded: list[EncodedSequence]) -> np.ndarray | None:
     """Character ids of every token type of the one ``encode_many`` call that made ``encoded``,
     row ``i`` = type ``i``; None when there is no token, or when the sequences come from several
@@ -217,7 +178,7 @@ def _distinct_tokens(
         return None, None  # type ids of different encode_many calls: not comparable
     flat_types = np.concatenate([item.type_ids for item in items])
     _, first, inverse = np.unique(flat_types, return_index=True, return_inverse=True)
-    index = _padded([inverse.reshape(-1)], mask, fill=-1)
+    index = padded([inverse.reshape(-1)], mask, fill=-1)
     return torch.from_numpy(char_ids[mask][first]), torch.from_numpy(index)
 
 

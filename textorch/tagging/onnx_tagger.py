@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from textorch.data.corpus import TokenSequence
 from textorch.data.encoding import EncodedSequence, SequenceEncoder
+from textorch.data.padding import batch_padder
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError, ModelFormatError
@@ -167,30 +167,21 @@ class OnnxTagger:
         """The graph's inputs for one batch (see the export's ``onnx-model.json``), padded with 0
         (character ids and vectors: a row of zeros), only those the graph reads."""
         mask = np.arange(int(lengths.max()))[None, :] < lengths[:, None]
-
-        def padded(arrays: Sequence[np.ndarray], fill: int = 0) -> np.ndarray:
-            out = np.full(mask.shape + arrays[0].shape[1:], fill, dtype=np.int64)
-            out[mask] = np.concatenate(arrays)
-            return out
-
+        pad = batch_padder(items, mask)
         wanted = set(self.input_names)
         inputs: dict[str, np.ndarray] = {"mask": mask.astype(np.int64)}
         if "word_vectors" in wanted and self.word_table is not None:
-            inputs["word_vectors"] = self.word_table.matrix[padded([item.word_ids for item in items])]
+            inputs["word_vectors"] = self.word_table.matrix[pad("word_ids")]
         if "char_ids" in wanted:
             table = items[0].type_table  # one encode_many call: one table of token types
             with_zero_row = np.vstack([table, np.zeros((1, table.shape[1]), dtype=table.dtype)])
-            types = padded([item.type_ids for item in items], fill=len(table))
             width = max(item.char_width for item in items)
-            inputs["char_ids"] = np.ascontiguousarray(with_zero_row[types][:, :, :width], dtype=np.int64)
+            inputs["char_ids"] = np.ascontiguousarray(with_zero_row[pad("type_ids", len(table))][:, :, :width], dtype=np.int64)
         if "char_vectors" in wanted and type_vectors is not None:
-            inputs["char_vectors"] = type_vectors[padded([item.type_ids for item in items], fill=len(type_vectors) - 1)]
-        if "casing_ids" in wanted:
-            inputs["casing_ids"] = padded([item.casing_ids for item in items])
-        if "feature_ids" in wanted:
-            inputs["feature_ids"] = padded([item.feature_ids for item in items])  # type: ignore[misc]
-        if "template_rows" in wanted:
-            inputs["template_rows"] = padded([item.template_rows for item in items])  # type: ignore[misc]
+            inputs["char_vectors"] = type_vectors[pad("type_ids", len(type_vectors) - 1)]
+        for name in ("casing_ids", "feature_ids", "template_rows"):
+            if name in wanted and getattr(items[0], name) is not None:
+                inputs[name] = pad(name)
         missing = wanted - set(inputs)
         if missing:
             raise ModelFormatError(f"the ONNX graph reads {', '.join(sorted(missing))}, which this model's input lacks")
