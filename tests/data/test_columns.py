@@ -126,3 +126,16 @@ def test_a_batch_gathered_from_its_call_equals_one_padded_from_its_sequences(len
         padded = collate(alone, indices, token_vectors=token_vectors)
         for name in ("mask", "casing_ids", "feature_ids", "template_rows", "char_index", "lengths"):
             assert torch.equal(getattr(gathered, name), getattr(padded, name)), name
+
+
+def test_no_columns_read_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model that reads no feature column (BidLSTM_CRF on GROBID input) gets no values, and the
+    tokens' feature rows are not even gathered (that pass alone was a third of such a model's
+    encoding)."""
+    def gathered(sequences):
+        raise AssertionError("feature rows gathered for no column")
+
+    monkeypatch.setattr(columns, "_uniform_rows", gathered)
+    sequences = [TokenSequence(["a", "b"], features=[["x", "y"], ["z", "u"]]), TokenSequence(["c"], features=[["w", "v"]])]
+    values = read_columns(sequences, [])
+    assert values.values == {} and values.inverse is None

@@ -61,6 +61,8 @@ class ColumnValues:
 def read_columns(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> ColumnValues:
     """The values of ``columns`` (numbered as :func:`column_values` numbers them) at every token
     of ``sequences``, kept once per distinct row where rows repeat (:data:`DISTINCT_SHARE`)."""
+    if not columns:  # a model that reads no feature column: nothing to gather
+        return ColumnValues({})
     rows = _uniform_rows(sequences)
     if rows is None:
         return ColumnValues(dict(zip(columns, column_values(sequences, columns))))
