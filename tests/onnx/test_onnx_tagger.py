@@ -144,3 +144,21 @@ def test_conll_and_text_input_tag_as_the_pytorch_engine_does(tmp_path: Path) -> 
         assert [(e["text"], e["class"], e["beginOffset"], e["endOffset"]) for e in b["entities"]] == \
                [(e["text"], e["class"], e["beginOffset"], e["endOffset"]) for e in a["entities"]]
         np.testing.assert_allclose([e["score"] for e in b["entities"]], [e["score"] for e in a["entities"]], atol=1e-4)
+
+
+@pytest.mark.parametrize("decode_rows", [1, 8, 10_000])
+def test_decoding_in_groups_of_batches_changes_nothing(tmp_path_factory, grobid_file: Path, decode_rows: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CRF of several batches (rows of different lengths, stacked) decoded in one pass gives
+    each batch's own answer."""
+    from textorch.tagging import onnx_tagger
+
+    tagger = OnnxTagger.open(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE"), threads=1)
+    sequences = read_labelled(grobid_file).sequences
+    monkeypatch.setattr(onnx_tagger, "DECODE_ROWS", 0)  # every batch alone
+    alone = tagger.predict(sequences, batch_size=3)
+    monkeypatch.setattr(onnx_tagger, "DECODE_ROWS", decode_rows)
+    grouped = tagger.predict(sequences, batch_size=3)
+    assert [p.labels for p in grouped] == [p.labels for p in alone]
+    for a, b in zip(alone, grouped):
+        np.testing.assert_allclose(b.scores, a.scores, rtol=0, atol=1e-6)

@@ -47,6 +47,8 @@ TEMPLATE_TABLE_WEIGHT = "template_emissions.keys"
 :func:`textorch.tagging.template_choice.load_table`)."""
 
 
+DECODE_ROWS = 512
+"""Sequences whose CRF is decoded in one pass (see :func:`_decoding_groups`)."""
 TYPES_PER_RUN = 4096
 """Token types per run of the character encoder (bounds its memory on a chunk with many types)."""
 
@@ -130,9 +132,12 @@ class OnnxTagger:
                 predictions[i] = Prediction([], [] if with_scores else None)
             order = np.flatnonzero(lengths)[np.argsort(lengths[lengths > 0], kind="stable")]
             labels = self.encoder.labels.items
-            for start in range(0, len(order), max(batch_size, 1)):
-                rows = order[start:start + batch_size]
-                paths, scores = self._decode([encoded[i] for i in rows.tolist()], lengths[rows], with_scores, type_vectors)
+            step = max(batch_size, 1)
+            for group in _decoding_groups([order[i:i + step] for i in range(0, len(order), step)]):
+                rows = np.concatenate(group)
+                emissions = _stacked([self._emissions([encoded[i] for i in batch.tolist()], lengths[batch], type_vectors)
+                                      for batch in group])
+                paths, scores = self._decode(emissions, lengths[rows], with_scores)
                 path_rows = paths.tolist()
                 score_rows = scores.tolist() if scores is not None else None
                 for row, (index, n) in enumerate(zip(rows.tolist(), lengths[rows].tolist())):
@@ -151,9 +156,13 @@ class OnnxTagger:
                  for i in range(0, len(table), TYPES_PER_RUN)]
         return np.concatenate([*parts, np.zeros((1, parts[0].shape[1]), dtype=parts[0].dtype)])
 
-    def _decode(self, items: list[EncodedSequence], lengths: np.ndarray, with_scores: bool,
-                type_vectors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-        emissions = self.session.run(["emissions"], self._inputs(items, lengths, type_vectors))[0]  # type: ignore[attr-defined]
+    def _emissions(self, items: list[EncodedSequence], lengths: np.ndarray,
+                   type_vectors: np.ndarray | None) -> np.ndarray:
+        """``(B, L, labels)`` emissions of one batch, one graph run."""
+        return self.session.run(["emissions"], self._inputs(items, lengths, type_vectors))[0]  # type: ignore[attr-defined]
+
+    def _decode(self, emissions: np.ndarray, lengths: np.ndarray, with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """Label ids (and their posteriors) of rows of ``lengths``, from their emissions."""
         if self.crf is not None:
             paths = viterbi_paths(emissions, lengths, *self.crf)
             return paths, path_posteriors(emissions, lengths, *self.crf, paths) if with_scores else None
@@ -186,6 +195,34 @@ class OnnxTagger:
         if missing:
             raise ModelFormatError(f"the ONNX graph reads {', '.join(sorted(missing))}, which this model's input lacks")
         return inputs
+
+
+def _decoding_groups(batches: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Consecutive batches gathered into groups of at least :data:`DECODE_ROWS` sequences (the
+    last may hold fewer), decoded together: the NumPy CRF pays a few calls per time step, so one
+    pass over a group's longest length costs far less than one per batch."""
+    groups: list[list[np.ndarray]] = []
+    rows = DECODE_ROWS
+    for batch in batches:
+        if rows >= DECODE_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(batch)
+        rows += len(batch)
+    return groups
+
+
+def _stacked(emissions: list[np.ndarray]) -> np.ndarray:
+    """Batches' emissions in one array, each padded (with zeros, never read) to the longest."""
+    if len(emissions) == 1:
+        return emissions[0]
+    out = np.zeros((sum(e.shape[0] for e in emissions), max(e.shape[1] for e in emissions), emissions[0].shape[2]),
+                   dtype=emissions[0].dtype)
+    start = 0
+    for part in emissions:
+        out[start:start + part.shape[0], :part.shape[1]] = part
+        start += part.shape[0]
+    return out
 
 
 def _config_or_none(directory: Path) -> dict | None:
