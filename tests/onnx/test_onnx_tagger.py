@@ -105,7 +105,7 @@ def test_a_tagging_command_with_a_current_export_never_imports_torch(tmp_path_fa
                                                                      tmp_path: Path) -> None:
     model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
     outputs = {}
-    for engine in ("onnx", "torch"):
+    for engine in ("onnx", "auto", "torch"):
         out = tmp_path / f"{engine}.txt"
         script = ("import sys; from textorch.cli.main import main; "
                   f"code = main(['seq', 'tag', '--model', {str(model)!r}, '--input', {str(grobid_file)!r}, "
@@ -114,9 +114,9 @@ def test_a_tagging_command_with_a_current_export_never_imports_torch(tmp_path_fa
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         outputs[engine] = (done.stdout.split(), out.read_bytes())
-    assert outputs["onnx"][0] == ["False", "False"]  # neither torch nor Numba was loaded
+    assert outputs["onnx"][0] == outputs["auto"][0] == ["False", "False"]  # neither torch nor Numba was loaded
     assert outputs["torch"][0][0] == "True"
-    assert outputs["onnx"][1] == outputs["torch"][1]  # the same tagged file, byte for byte
+    assert outputs["onnx"][1] == outputs["auto"][1] == outputs["torch"][1]  # the same tagged file, byte for byte
 
 
 def test_conll_and_text_input_tag_as_the_pytorch_engine_does(tmp_path: Path) -> None:

@@ -70,7 +70,8 @@ def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = Tr
                        help="run the network with PyTorch or ONNX Runtime (CPU; exports into MODEL/onnx when absent); "
                             "auto: ONNX Runtime where it is faster (a tagger's calls of up to 1,024 tokens, every "
                             "call of a classifier; no transformer, CPU, fp32, onnxruntime installed), PyTorch "
-                            f"otherwise (default: {engine})")
+                            "otherwise; 'seq tag' with onnx or auto and a current export runs without importing "
+                            f"PyTorch (default: {engine})")
     if with_onnx_dir:
         group.add_argument("--onnx-dir", default=None, metavar="DIR",
                            help="ONNX export to use with --engine onnx (default: MODEL/onnx)")
@@ -94,12 +95,15 @@ def apply_engine_options(args: argparse.Namespace, predictor) -> None:
 
 
 def torch_free_tagger(args: argparse.Namespace):
-    """With ``--engine onnx``, the :class:`~textorch.tagging.onnx_tagger.OnnxTagger` that runs the
-    model's current export without importing PyTorch (a second or more of start-up); None where it
-    cannot (several processes, ``--precision bf16``, ``--device cuda``, no current export...): the
-    command then loads the ``SequenceLabeler``, which exports first where needed."""
-    if getattr(args, "engine", "torch") != "onnx" or args.precision != "fp32" or args.device == "cuda":
+    """With ``--engine onnx`` or ``auto``, the :class:`~textorch.tagging.onnx_tagger.OnnxTagger` that
+    runs the model's current export without importing PyTorch (a second or more of start-up, and
+    faster than PyTorch on every whole file measured); None where it cannot (several processes,
+    ``--precision bf16``, ``--device cuda``, no current export...): the command then loads the
+    ``SequenceLabeler``, which exports first where needed."""
+    if getattr(args, "engine", "torch") not in ("onnx", "auto") or args.precision != "fp32" or args.device == "cuda":
         return None
+    if args.engine == "auto" and (args.quantized or args.onnx_dir):
+        return None  # refused by the engine's own checks, on the SequenceLabeler's path
     from textorch.tagging.onnx_tagger import NotServed, OnnxTagger
     from textorch.train.dist import context_from_env
 

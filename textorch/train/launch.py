@@ -67,7 +67,7 @@ def _check(devices: int, nnodes: int, node_rank: int, endpoint: str | None, devi
         raise ConfigError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address and a free port)")
     if endpoint and (":" not in endpoint or not endpoint.rsplit(":", 1)[1].isdigit()):
         raise ConfigError(f"--rdzv-endpoint must be HOST:PORT, got {endpoint!r}")
-    if device in ("cuda", "auto"):
+    if device == "cuda" or (device == "auto" and devices > 1):  # one process on "auto" has nothing to refuse
         import torch
 
         available = torch.cuda.device_count()
