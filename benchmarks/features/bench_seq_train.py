@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from pathlib import Path
 
-from benchmarks.common import machine, mean_sd, peak_rss_mb, print_table, shared, write_json  # noqa: E402
+from benchmarks.common import machine, mean_sd, print_table, shared, train_on_task, training_row, write_json  # noqa: E402
 
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
-from textorch.tagging.training import train_tagger  # noqa: E402
 
 GROBID = {
     "date": "grobid/date/date-220311.train",
@@ -36,28 +34,8 @@ def run(task: str, seed: int, args: argparse.Namespace, vectors: Path) -> dict:
                                early_stop=args.early_stop, patience=args.patience)
     data_config = DataConfig(embeddings=str(vectors))
     model_config = ModelConfig(architecture=args.architecture)
-    if task == "conll":
-        kwargs = dict(valid_path=str(shared("data", "conll2003/eng.testa")), test_path=str(shared("data", "conll2003/eng.testb")))
-        train_path = shared("data", "conll2003/eng.train")
-    else:
-        kwargs = dict(hold_out_test=True)
-        train_path = shared("data", GROBID[task])
-    started = time.perf_counter()
-    outcome = train_tagger(str(train_path), None, model_config, train_config, data_config, cache_dir=args.cache_dir, **kwargs)
-    result = outcome.labeler.training_result
-    return {
-        "task": task,
-        "architecture": args.architecture,
-        "seed": seed,
-        "epochs": len(result.history),
-        "best_epoch": result.best_epoch,
-        "f1": outcome.test_scores["f1"],
-        "train_s": result.train_seconds,
-        "s_per_epoch": result.train_seconds / len(result.history),
-        "train_tokens_per_s": result.tokens_per_s,
-        "wall_s": time.perf_counter() - started,
-        "peak_rss_mb": peak_rss_mb(),
-    }
+    outcome, wall_s = train_on_task(task, GROBID, model_config, train_config, data_config, cache_dir=args.cache_dir)
+    return training_row(task, args.architecture, seed, outcome, wall_s)
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from benchmarks.peers import delft_env
 from benchmarks.peers.bench_data import prepare
 from benchmarks.parity.bench_delft_import import SEED, _limited, delft_side
 from benchmarks.common import machine, print_table, write_json
+from textorch.models.crf_arrays import viterbi_paths
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -113,17 +114,9 @@ class RunnerInputs:
 
 
 def _viterbi(emissions: np.ndarray, crf: dict) -> list[int]:
-    trans, start, end = (np.asarray(crf[k], dtype=np.float32) for k in ("transitions", "startTransitions",
-                                                                         "endTransitions"))
-    score, back = start + emissions[0], []
-    for t in range(1, len(emissions)):
-        total = score[:, None] + trans + emissions[t][None, :]
-        back.append(total.argmax(axis=0))
-        score = total.max(axis=0)
-    path = [int((score + end).argmax())]
-    for pointers in reversed(back):
-        path.append(int(pointers[path[-1]]))
-    return path[::-1]
+    """The best path of one sequence's emissions under DeLFT's ``crf_params.json``."""
+    trans, start, end = (np.asarray(crf[k], dtype=np.float64) for k in ("transitions", "startTransitions", "endTransitions"))
+    return viterbi_paths(emissions[None], np.array([len(emissions)]), trans, start, end)[0].tolist()
 
 
 def compare(delft_out: Path, textorch_out: Path, test_file: str, batch_size: int) -> dict:

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.peers.runner_common import read_blocks
 from textorch.data.splits import holdout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,17 +86,7 @@ def convert_conll(source: Path, target: Path) -> None:
 
 def grobid_blocks(path: Path) -> list[list[str]]:
     """The sequences of a GROBID file as lists of raw lines (blank or space-only lines end one)."""
-    blocks: list[list[str]] = []
-    current: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            current.append(line)
-        elif current:
-            blocks.append(current)
-            current = []
-    if current:
-        blocks.append(current)
-    return blocks
+    return read_blocks(path)
 
 
 def _write_if_changed(path: Path, text: str) -> None:

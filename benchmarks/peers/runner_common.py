@@ -14,6 +14,7 @@ import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 MAX_LOOPS = 1000
 
@@ -226,3 +227,19 @@ def add_calls_command(commands: argparse._SubParsersAction, run: Callable[[argpa
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--min-seconds", type=float, default=0.5, help="loop short passes to last at least this long")
     p.set_defaults(run=run)
+
+
+def read_blocks(path: str | Path) -> list[list[str]]:
+    """The sequences of a GROBID file as lists of their raw non-blank lines (a blank or space-only
+    line ends a sequence): how the suite cuts a corpus into splits, and reads them back."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            current.append(line)
+        elif current:
+            blocks.append(current)
+            current = []
+    if current:
+        blocks.append(current)
+    return blocks

@@ -29,9 +29,9 @@ from pathlib import Path
 # Started by path (``python benchmarks/peers/wapiti_runner.py``) by bench_vs_delft.py: its own directory is
 # then first on sys.path. Imported as ``benchmarks.peers.wapiti_runner`` by bench_vs_delft.py and wapiti_peer.py.
 if __package__:
-    from .runner_common import emit as _emit, write_predictions
+    from .runner_common import emit as _emit, read_blocks, write_predictions
 else:
-    from runner_common import emit as _emit, write_predictions
+    from runner_common import emit as _emit, read_blocks, write_predictions
 
 GROBID_TRAINING = ("-e", "0.00001", "-w", "20", "-i", "2000")
 """Epsilon, window and iteration cap of GROBID's ``WapitiTrainer`` (the rest: Wapiti's defaults,
@@ -40,23 +40,6 @@ L-BFGS with its elastic-net penalty)."""
 
 def emit(payload: dict, threads: int) -> None:
     _emit(payload, threads)
-
-
-def read_blocks(path: str | Path) -> list[list[str]]:
-    """The sequences of a GROBID file as lists of their non-blank lines (a blank or space-only
-    line ends a sequence), as the suite's splits write them."""
-    blocks: list[list[str]] = []
-    current: list[str] = []
-    with open(path, encoding="utf-8") as source:
-        for line in source:
-            if line.strip():
-                current.append(line.rstrip("\n"))
-            elif current:
-                blocks.append(current)
-                current = []
-    if current:
-        blocks.append(current)
-    return blocks
 
 
 def write_blocks(path: str | Path, blocks: Sequence[Sequence[str]], labelled: bool = True) -> int:
