@@ -2,9 +2,10 @@
 
 Why a third form of the same recursions: a process that tags with ONNX Runtime
 (:mod:`textorch.tagging.onnx_tagger`) imports neither PyTorch nor Numba, whose imports and kernel
-load cost more start-up than a short input's whole tagging. Each time step here is a handful of
-NumPy calls over the whole batch, which is slower per step than the compiled kernel of
-:mod:`textorch.models.crf_compiled` on long batches but needs nothing loaded. The rules are the
+load cost more start-up than a short input's whole tagging; and the compiled kernel of
+:mod:`textorch.models.crf_compiled` falls back to these where Numba is missing or its scaled
+recursion underflows. Each time step here is a handful of NumPy calls over the whole batch,
+slower per step than the compiled kernel on long batches, but nothing to load. The rules are the
 reference CRF's (:mod:`textorch.models.crf`): float64 sums in the same order, ties to the
 lowest-numbered previous tag and the lowest last tag, so the paths are the same.
 """

@@ -26,7 +26,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from textorch.models.crf import CRF, marginal_probabilities, viterbi
+from textorch.models.crf import CRF
+from textorch.models.crf_arrays import path_posteriors, viterbi_paths
 
 logger = logging.getLogger(__name__)
 
@@ -256,13 +257,10 @@ def _reference_best_paths(
     em: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray, with_confidence: bool,
     paths: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """:func:`cpu_best_paths_of_arrays` by the log-space recursions (float64 arrays in), for
-    ``paths`` when given (confidences of the kernel's paths), else for the Viterbi paths."""
-    mask = torch.from_numpy(np.arange(em.shape[1])[None, :] < lengths[:, None])
-    em_t = torch.from_numpy(np.ascontiguousarray(em)).masked_fill(~mask.unsqueeze(2), 0.0)
-    params = [torch.from_numpy(np.ascontiguousarray(a)) for a in (trans, start, end)]
-    chosen = viterbi(em_t, mask, *params)[0] if paths is None else torch.from_numpy(paths)
+    """:func:`cpu_best_paths_of_arrays` by the reference CRF's recursions in log space, on NumPy
+    arrays (:mod:`textorch.models.crf_arrays`), for ``paths`` when given (confidences of the
+    kernel's paths), else for the Viterbi paths."""
+    chosen = viterbi_paths(em, lengths, trans, start, end) if paths is None else paths
     if not with_confidence:
-        return chosen.numpy(), None
-    confidence = marginal_probabilities(em_t, mask, *params).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-    return chosen.numpy(), confidence.to(torch.float32).numpy()
+        return chosen, None
+    return chosen, path_posteriors(em, lengths, trans, start, end, chosen)
