@@ -91,6 +91,11 @@ def test_served_only_from_a_current_export(tmp_path_factory, grobid_file: Path, 
         OnnxTagger.open(model)  # --engine onnx would export this default directory again
     OnnxTagger.open(model, export_dir=model / "onnx")  # a directory the user names is used as it is
 
+    (model / "onnx" / "char-encoder.onnx").rename(model / "aside.onnx")
+    with pytest.raises(NotServed, match="char-encoder.onnx is missing"):
+        OnnxTagger.open(model, export_dir=model / "onnx")  # a half export is never run
+    (model / "aside.onnx").rename(model / "onnx" / "char-encoder.onnx")
+
     description_file.write_text(json.dumps({**description, "source_weights_sha256": "0" * 64}))
     with pytest.raises(NotServed, match="other weights"):
         OnnxTagger.open(model)
