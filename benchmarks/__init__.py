@@ -20,7 +20,8 @@ SUITE: dict[str, tuple[str, ...]] = {
         "bench_streaming", "bench_gpu",
     ),
     "ab": ("code_ab", "fast_path_ab", "kept_values_ab"),
-    "diagnostics": ("flops", "profile_seq", "tagging_anatomy", "route_frames", "tagging_outputs", "tagging_stages"),
+    "diagnostics": ("flops", "profile_seq", "tagging_anatomy", "route_frames", "tagging_outputs", "tagging_stages",
+                    "onnx_stages"),
     "parity": ("bench_delft_import", "delft_onnx_parity", "verify_keras_import"),
 }
 """Runnable benchmarks by kind: setup (``prepare`` builds the saved models the A/B and

@@ -22,7 +22,7 @@ CLASSES = (ModelConfig, TrainConfig, DataConfig)
 OPTION_STRINGS = {
     "format": ["--format"], "architecture": ["--architecture"], "embeddings": ["--embeddings"],
     "word_lookup": ["--word-lookup"], "feature_columns": ["--feature-columns", "--features-indices"],
-    "crf_template": ["--crf-template"],
+    "crf_template": ["--crf-template"], "crf_transitions": ["--crf-transitions"],
     "feature_vocabulary_size": ["--feature-vocabulary-size", "--features-vocabulary-size"],
     "max_epoch": ["--max-epoch"], "batch_size": ["--batch-size"], "learning_rate": ["--learning-rate"],
     "patience": ["--patience"], "early_stop": ["--early-stop"], "max_sequence_length": ["--max-sequence-length"],
@@ -36,7 +36,7 @@ OPTION_STRINGS = {
     "transformer_dropout": ["--transformer-dropout"],
 }
 CHOICES = {"format": ["conll", "grobid"], "word_lookup": ["exact_or_lower", "delft"],
-           "lr_schedule": ["constant", "linear"], "precision": ["fp32", "bf16", "fp16"],
+           "lr_schedule": ["constant", "linear"], "crf_transitions": ["iob2", "learned"], "precision": ["fp32", "bf16", "fp16"],
            "architecture": list(ARCHITECTURES)}
 
 

@@ -145,3 +145,29 @@ def test_iob2_grobid_round_trip(tags: list[str]) -> None:
     assert grobid_to_iob2(grobid) == bracketed
     # and the GROBID side is canonical, so going round again is the identity
     assert iob2_to_grobid(grobid_to_iob2(grobid)) == grobid
+
+
+def test_iob2_forbidden_rules_out_only_the_continuations_of_another_field() -> None:
+    from textorch.data.tags import iob2_forbidden
+
+    labels = ["B-<a>", "I-<a>", "B-<b>", "I-<b>", "O", "B-<c>"]
+    forbidden, at_start = iob2_forbidden(labels)
+    allowed = {(p, c) for p in labels for c in labels if not forbidden[labels.index(p)][labels.index(c)]}
+    assert {(p, c) for p in labels for c in labels} - allowed == {
+        (p, c) for p in labels for c in ("I-<a>", "I-<b>") if p[2:] != c[2:] or p == "O"}
+    assert ("B-<a>", "I-<a>") in allowed and ("I-<a>", "I-<a>") in allowed and ("I-<a>", "B-<b>") in allowed
+    assert ("O", "I-<b>") not in allowed and ("B-<c>", "I-<a>") not in allowed
+    assert at_start == [False, True, False, True, False, False]
+
+
+def test_valid_iob2_opens_a_field_where_a_continuation_continues_nothing_and_copies_only_those() -> None:
+    from textorch.data.corpus import TokenSequence
+    from textorch.data.splits import valid_iob2
+
+    broken = TokenSequence(["a", "b", "c", "d"], ["I-<x>", "I-<x>", "O", "I-<y>"])
+    fine = TokenSequence(["a", "b"], ["B-<x>", "I-<x>"])
+    unlabelled = TokenSequence(["a"])
+    repaired, same, none = valid_iob2([broken, fine, unlabelled])
+    assert repaired.labels == ["B-<x>", "I-<x>", "O", "B-<y>"] and repaired.tokens == broken.tokens
+    assert broken.labels == ["I-<x>", "I-<x>", "O", "I-<y>"]  # the caller's sequence is not changed
+    assert same is fine and none is unlabelled

@@ -278,3 +278,30 @@ def test_cpu_crf_decoding_by_lengths_ignores_what_lies_past_them(crf_decoder: st
     assert torch.allclose(scores[mask], expected_scores[mask], atol=1e-6)
     with pytest.raises(ValueError, match="one length per row"):
         crf_compiled.best_paths(crf, emissions, lengths[:2])
+
+
+def test_every_decoder_avoids_forbidden_moves_however_the_emissions_pull(crf_decoder: str) -> None:
+    """Moves ruled out by ``CRF.forbid`` never appear in a best path, even where the emissions
+    favour them by far, and carry no probability; every decoder reads them from the parameters."""
+    from textorch.data.tags import iob2_forbidden
+    from textorch.models.crf_arrays import viterbi_paths
+
+    labels = ["B-<a>", "I-<a>", "B-<b>", "I-<b>", "O"]
+    forbidden, at_start = iob2_forbidden(labels)
+    crf = _random_crf(len(labels), seed=3)
+    crf.forbid(torch.tensor(forbidden), torch.tensor(at_start))
+    generator = torch.Generator().manual_seed(0)
+    emissions = torch.randn(16, 30, len(labels), generator=generator, dtype=torch.float64) * 3
+    emissions[:, :, [1, 3]] += 8.0  # the continuations win every token on their own
+    lengths = torch.randint(1, 31, (16,), generator=generator)
+    mask = torch.arange(30)[None, :] < lengths[:, None]
+    params = [p.detach().numpy().astype(np.float64) for p in (crf.transitions, crf.start_transitions, crf.end_transitions)]
+    paths, scores = cpu_best_paths_of_arrays(emissions.numpy(), lengths.numpy(), *params)
+    with torch.no_grad():
+        reference, _ = crf.decode(emissions, mask)
+    assert np.array_equal(paths, reference.numpy())
+    assert np.array_equal(viterbi_paths(emissions.numpy(), lengths.numpy(), *params), paths)
+    for row, n in zip(paths.tolist(), lengths.tolist()):
+        assert not at_start[row[0]]
+        assert not any(forbidden[a][b] for a, b in zip(row[: n - 1], row[1:n]))
+    assert (scores[mask.numpy()] > 0).all() and np.isfinite(scores).all()

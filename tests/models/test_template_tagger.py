@@ -85,3 +85,45 @@ def test_a_template_reading_a_missing_column_names_the_file(tiny_grobid: Path, t
     with pytest.raises(DataError, match="wide.crf-template: template U00 reads column 9, but the data has columns 0-4"):
         SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_template=str(template)),
                               DataConfig())
+
+
+def test_the_crf_rules_out_iob2_impossible_moves_and_training_keeps_them_out(tmp_path: Path) -> None:
+    from textorch.data.tags import iob2_forbidden
+    from textorch.models.crf import FORBIDDEN_SCORE
+
+    path = tmp_path / "names.train"  # fields of several tokens: labels I-<x> to rule moves for
+    rows = []
+    for i in range(30):
+        first, second, last = ["Jean", "Anna", "Li"][i % 3], ["Paul", "Maria", "Wei"][i % 3], ["Dupont", "Rossi", "Zhang"][i % 3]
+        block = [(first, "I-<forename>"), (second, "<forename>"), (last, "I-<surname>"), (",", "<other>")]
+        rows.append("\n".join(f"{token} {token[0].isupper()} {j} {label}" for j, (token, label) in enumerate(block)))
+    path.write_text("\n\n".join(rows) + "\n\n", encoding="utf-8")
+    corpus = read_labelled(path)
+    labeler = SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", **SMALL),
+                                    DataConfig(), seed=1)
+    labeler.fit(corpus, None, TrainConfig(max_epoch=3, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
+    labels = labeler.encoder.labels.items
+    forbidden, at_start = (torch.tensor(m) for m in iob2_forbidden(labels))
+    crf = labeler.model.head.crf
+    assert forbidden.any() and at_start.any()
+    assert (crf.transitions.detach()[forbidden] == FORBIDDEN_SCORE).all()  # three epochs did not move them
+    assert (crf.start_transitions.detach()[at_start] == FORBIDDEN_SCORE).all()
+    assert (crf.transitions.detach()[~forbidden] > FORBIDDEN_SCORE / 2).all()
+    labeler.save(tmp_path / "model")
+    reloaded = SequenceLabeler.load(tmp_path / "model")
+    assert torch.equal(reloaded.model.head.crf.transitions, crf.transitions)
+    for prediction in reloaded.predict(corpus.sequences):
+        ids = [labels.index(label) for label in prediction.labels]
+        assert not at_start[ids[0]] and not any(forbidden[a, b] for a, b in zip(ids, ids[1:]))
+
+
+def test_learned_transitions_are_all_left_to_training(tiny_grobid: Path) -> None:
+    from textorch.models.crf import FORBIDDEN_SCORE
+
+    corpus = read_labelled(tiny_grobid)
+    config = ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_transitions="learned", **SMALL)
+    labeler = SequenceLabeler.build(corpus, config, DataConfig(), seed=1)
+    assert (labeler.model.head.crf.transitions.detach().abs() < 1).all()
+    assert not (labeler.model.head.crf.start_transitions.detach() == FORBIDDEN_SCORE).any()
+    with pytest.raises(Exception, match="crf_transitions"):
+        ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_transitions="strict")

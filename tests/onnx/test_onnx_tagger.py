@@ -167,3 +167,19 @@ def test_decoding_in_groups_of_batches_changes_nothing(tmp_path_factory, grobid_
     assert [p.labels for p in grouped] == [p.labels for p in alone]
     for a, b in zip(alone, grouped):
         np.testing.assert_allclose(b.scores, a.scores, rtol=0, atol=1e-6)
+
+
+def test_the_stage_timing_diagnostic_times_every_stage_and_changes_no_label(tmp_path_factory, grobid_file: Path) -> None:
+    import hashlib
+
+    from benchmarks.diagnostics.onnx_stages import STAGES, one_pass
+    from textorch.data.writers import grobid_block
+
+    model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
+    times, digest = one_pass(str(model), str(grobid_file), "grobid", batch_size=4)  # gold labels are read and ignored
+    assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values())
+    assert times["network_graph"] > 0 and times["parse"] > 0 and times["encode"] > 0
+    sequences = read_labelled(grobid_file).sequences
+    plain = OnnxTagger.open(model, threads=1).predict(sequences, batch_size=4, with_scores=False)
+    expected = "".join(grobid_block(s, p.labels) for s, p in zip(sequences, plain))
+    assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest()

@@ -14,6 +14,7 @@ import numpy as np
 
 from textorch.data.cls_readers import ClsCorpus, ClsExample
 from textorch.data.corpus import Corpus, TokenSequence
+from textorch.data.tags import normalize_to_iob2
 from textorch.errors import ConfigError
 
 TEST_FRACTION = 0.1
@@ -131,4 +132,15 @@ def cut_long_sequences(sequences: list[TokenSequence], max_length: int) -> list[
                     offsets=None if sequence.offsets is None else sequence.offsets[start:end],
                 )
             )
+    return out
+
+
+def valid_iob2(sequences: list[TokenSequence]) -> list[TokenSequence]:
+    """``sequences`` whose gold labels are valid IOB2 (an ``I-X`` that continues no ``X`` opens
+    one, as the scorer reads it anyway), for a CRF that rules the invalid moves out: GROBID's
+    files can open a sequence with a continuation label. The caller's sequences are not changed."""
+    out = []
+    for sequence in sequences:
+        labels = normalize_to_iob2(sequence.labels) if sequence.labels else sequence.labels
+        out.append(sequence if labels == sequence.labels else replace(sequence, labels=labels))
     return out

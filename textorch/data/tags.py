@@ -122,6 +122,17 @@ def normalize_to_iob2(tags: list[str]) -> list[str]:
     return out
 
 
+def iob2_forbidden(labels: list[str]) -> tuple[list[list[bool]], list[bool]]:
+    """The moves IOB2 rules out among ``labels``: ``forbidden[i][j]`` when label ``j`` cannot
+    follow label ``i`` (an ``I-X`` after anything but ``B-X`` or ``I-X``), and ``at_start[j]``
+    when ``j`` cannot open a sequence (every ``I-X``). Other labels may follow anything."""
+    def continues(previous: str, tag: str) -> bool:
+        return previous[:2] in ("B-", "I-") and previous[2:] == tag[2:]
+
+    forbidden = [[tag.startswith("I-") and not continues(previous, tag) for tag in labels] for previous in labels]
+    return forbidden, [tag.startswith("I-") for tag in labels]
+
+
 def iob2_to_iobes(tags: list[str]) -> list[str]:
     """Rewrite valid IOB2 tags as IOBES, for tools and users that want explicit entity ends."""
     out: list[str] = []

@@ -35,6 +35,9 @@ from torch import Tensor, nn
 logger = logging.getLogger(__name__)
 
 _INIT_RANGE = 0.1
+FORBIDDEN_SCORE = -10000.0
+"""The score of a move :meth:`CRF.forbid` rules out: low enough that no path through it can win
+or carry probability (``exp`` of it is 0 in float32), finite so that sums stay finite."""
 
 
 class CRF(nn.Module):
@@ -63,6 +66,23 @@ class CRF(nn.Module):
 
     def extra_repr(self) -> str:
         return f"num_tags={self.num_tags}"
+
+    def forbid(self, transitions: Tensor, starts: Tensor) -> None:
+        """Rule moves out: ``transitions[i, j]`` (bool, ``(T, T)``) from tag ``i`` to ``j`` and
+        ``starts[j]`` (bool, ``(T,)``) opening a sequence with ``j`` get :data:`FORBIDDEN_SCORE`.
+
+        Why: a CRF learns a move it never sees in training only through the partition
+        function, so on a few dozen sequences a move like ``B-<figure_head>`` -> ``I-<content>``
+        keeps a score near zero, and a long sequence whose emissions waver is decoded as a
+        string of one-token fields. Fixed scores need nothing from any decoder: every one
+        (this module, the compiled kernel, NumPy, an ONNX export's ``crf.json``) reads the
+        parameters, and a saved model carries them. Training leaves them where they are: no gold
+        path uses a forbidden move (the labeler makes gold labels valid IOB2 first), and the
+        partition function's gradient at such a score is 0.
+        """
+        with torch.no_grad():
+            self.transitions.masked_fill_(transitions.to(self.transitions.device), FORBIDDEN_SCORE)
+            self.start_transitions.masked_fill_(starts.to(self.start_transitions.device), FORBIDDEN_SCORE)
 
     # ------------------------------------------------------------------ public API
 

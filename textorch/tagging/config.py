@@ -20,6 +20,7 @@ from textorch.train.config import BERT_GROUP, PRECISIONS, TrainConfig, from_dict
 
 WORD_LOOKUPS = ("exact_or_lower", "delft")
 DATA_FORMATS = ("conll", "grobid")
+CRF_TRANSITIONS = ("iob2", "learned")
 
 TASK = "sequence_labelling"
 """The task a tagger's model directory names, checked when it is loaded."""
@@ -89,6 +90,15 @@ class ModelConfig:
     training step, so that the BiLSTM keeps learning beside weights that can memorise the
     training data (docs/performance.md has the comparison)."""
 
+    crf_transitions: str = option(
+        "iob2", "*_TEMPLATE models: iob2 fixes the CRF moves IOB2 rules out (I-X after anything but B-X/I-X, or "
+                "opening a sequence) so that no path takes them; learned leaves all to training, as DeLFT's CRF",
+        choices=CRF_TRANSITIONS)
+    """``_TEMPLATE`` architectures: ``iob2`` fixes the CRF's moves that IOB2 rules out (an ``I-X``
+    after anything but ``B-X`` / ``I-X``, or opening a sequence) at a score no path takes
+    (:meth:`textorch.models.crf.CRF.forbid`); ``learned`` leaves every move to training, as
+    DeLFT's CRF does (DeLFT's architectures always learn all of them)."""
+
     transformer_crf: str = "words"
     """BERT family with a CRF: ``words`` (over each word's first sub-token) or ``subtokens`` (over
     every sub-token of the encoder window, as DeLFT 1.x's BERT_CRF; tagging only)."""
@@ -115,6 +125,8 @@ class ModelConfig:
             raise ConfigError(f"transformer_dropout must be in [0, 1), got {self.transformer_dropout}")
         if self.transformer_window < 0 or self.transformer_stride < 0:
             raise ConfigError("--transformer-window and --transformer-stride must be >= 0 (0: automatic)")
+        if self.crf_transitions not in CRF_TRANSITIONS:
+            raise ConfigError(f"crf_transitions must be one of {', '.join(CRF_TRANSITIONS)}, got {self.crf_transitions!r}")
         if self.transformer_crf not in ("words", "subtokens"):
             raise ConfigError(f"transformer_crf must be 'words' or 'subtokens', got {self.transformer_crf!r}")
         if self.char_cnn_pooling not in ("chars", "padded"):

@@ -24,7 +24,7 @@ from textorch.tagging.inputs import Token, read_evaluation_corpus, to_sequences
 from textorch.tagging.training_path import train_given
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import SequenceEncoder
-from textorch.data.splits import cut_long_sequences
+from textorch.data.splits import cut_long_sequences, valid_iob2
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.eval.metrics import EntityCounts
@@ -42,7 +42,7 @@ from textorch.tagging.model_files import read_tagger_dir, write_tagger_dir
 from textorch.tagging.prediction import Prediction
 from textorch.tagging.scoring import count_predicted, summed_counts
 from textorch.tagging.word_table_calls import WordTableCalls
-from textorch.tagging.network import new_network, preload_crf_decoder
+from textorch.tagging.network import forbids_iob2_moves, new_network, preload_crf_decoder
 from textorch.train.checkpoint import Checkpointer
 from textorch.train.config import sort_options
 from textorch.train.dist import DistContext, resolve_device
@@ -180,6 +180,8 @@ class SequenceLabeler:
         """
         ctx = ctx or DistContext()
         sequences = cut_long_sequences(train.sequences, train_config.max_sequence_length)
+        if forbids_iob2_moves(self.model_config):
+            sequences = valid_iob2(sequences)
         data = self.encode(sequences, with_labels=True)
         validate = None
         if valid is not None and train_config.early_stop:

@@ -12,6 +12,7 @@ import torch
 from textorch.data.corpus import Corpus
 from textorch.data.encoding import SequenceEncoder
 from textorch.data.features import parse_columns, select_feature_columns
+from textorch.data.tags import iob2_forbidden
 from textorch.errors import ConfigError
 from textorch.models.architecture_table import Architecture, get_architecture
 from textorch.models.architectures import build_rnn_tagger_v1, build_transformer_tagger_v1
@@ -72,7 +73,7 @@ def build_network(
             dropout=model_config.transformer_dropout,
             crf_over_subtokens=model_config.transformer_crf == "subtokens",
         )
-    return build_rnn_tagger_v1(
+    model = build_rnn_tagger_v1(
         get_architecture(model_config.architecture),
         n_chars=len(encoder.chars),
         n_labels=len(encoder.labels),
@@ -93,6 +94,16 @@ def build_network(
         template_rows=encoder.templates.n_rows if encoder.templates is not None else 0,
         template_dropout=model_config.template_dropout,
     )
+    if forbids_iob2_moves(model_config) and hasattr(model.head, "crf"):
+        forbidden, at_start = iob2_forbidden(encoder.labels.items)
+        model.head.crf.forbid(torch.tensor(forbidden, dtype=torch.bool), torch.tensor(at_start, dtype=torch.bool))
+    return model
+
+
+def forbids_iob2_moves(model_config: ModelConfig) -> bool:
+    """Whether a network built for ``model_config`` rules out IOB2's impossible moves
+    (:func:`build_network`); its training labels must then be valid IOB2."""
+    return get_architecture(model_config.architecture).template and model_config.crf_transitions == "iob2"
 
 
 def open_transformer(
