@@ -6,7 +6,8 @@ another job (same task, same seeds' splits) here. Runs are grouped by task and b
 ``system architecture`` (Wapiti: ``wapiti``); two groups are compared on the seeds both ran,
 whose gold labels must be the same (``gold_digest``).
 
-    .venv/bin/python -m benchmarks pooled_f1 results/A.json results/B.json ... [--output FILE]
+    .venv/bin/python -m benchmarks pooled_f1 results/A.json results/B.json ... [--tag results/B.json=TEXT]
+        [--output FILE]
 """
 
 from __future__ import annotations
@@ -22,19 +23,24 @@ import numpy as np
 from benchmarks.peers import f1_bootstrap
 
 
-def _label(run: dict) -> str:
-    return "wapiti" if run["system"] == "wapiti" else f"{run['system']} {run['architecture']}"
+def _label(run: dict, tag: str | None = None) -> str:
+    if run["system"] == "wapiti":
+        return "wapiti"
+    return f"{run['system']} {run['architecture']}" + (f" ({tag})" if tag else "")
 
 
-def grouped_runs(paths: list[Path]) -> dict[str, dict[str, dict[int, dict]]]:
-    """task -> label -> seed -> run; the same run found in two files must be the same run."""
+def grouped_runs(paths: list[Path], tags: dict[Path, str] | None = None) -> dict[str, dict[str, dict[int, dict]]]:
+    """task -> label -> seed -> run; the same run found in two files must be the same run.
+    ``tags`` names the textorch and DeLFT runs of some files apart (``textorch ARCH (TAG)``): two
+    versions of one default, trained under the same job name, are then two groups."""
     groups: dict[str, dict[str, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
     for path in paths:
+        tag = (tags or {}).get(path)
         for run in json.loads(path.read_text(encoding="utf-8"))["train_runs"]:
-            seeds = groups[run["task"]][_label(run)]
+            seeds = groups[run["task"]][_label(run, tag)]
             seed = int(run["seed"])
             if seed in seeds and seeds[seed]["test_counts"] != run["test_counts"]:
-                raise SystemExit(f"{path}: {run['task']} {_label(run)} seed {seed} differs from an earlier file's")
+                raise SystemExit(f"{path}: {run['task']} {_label(run, tag)} seed {seed} differs from an earlier file's")
             seeds[seed] = run
     return groups
 
@@ -63,8 +69,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", type=Path)
     parser.add_argument("--output", type=Path, help="write the comparison as JSON here")
+    parser.add_argument("--tag", action="append", default=[], metavar="FILE=TEXT",
+                        help="label FILE's textorch and DeLFT runs 'SYSTEM ARCH (TEXT)', apart from the same job's runs "
+                             "in other files (two versions of a default); FILE as given among the results")
     args = parser.parse_args()
-    out = compare(grouped_runs(args.results))
+    tags = {}
+    for item in args.tag:
+        file, _, text = item.partition("=")
+        if Path(file) not in args.results or not text:
+            parser.error(f"--tag {item!r}: give FILE=TEXT with FILE one of the results files")
+        tags[Path(file)] = text
+    out = compare(grouped_runs(args.results, tags))
     for task, entry in out.items():
         print(f"\n{task}")
         for label, pooled in entry["pooled"].items():

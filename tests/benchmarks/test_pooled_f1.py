@@ -42,3 +42,16 @@ def test_runs_scored_on_other_sequences_or_differing_copies_are_refused(tmp_path
     c = _file(tmp_path / "c.json", [_run("textorch", 1, [[0, 1, 1]])])
     with pytest.raises(SystemExit, match="differs from an earlier file's"):
         pooled_f1.grouped_runs([a, c])
+
+
+def test_a_tagged_file_makes_its_runs_a_group_of_their_own(tmp_path: Path) -> None:
+    old = _file(tmp_path / "old.json", [_run("textorch", 1, [[0, 1, 1]]), _run("wapiti", 1, [[1, 0, 0]])])
+    new = _file(tmp_path / "new.json", [_run("textorch", 1, [[1, 0, 0]]), _run("wapiti", 1, [[1, 0, 0]])])
+    with pytest.raises(SystemExit, match="differs from an earlier file's"):
+        pooled_f1.grouped_runs([old, new])  # the same job's runs of two versions cannot be pooled
+    out = pooled_f1.compare(pooled_f1.grouped_runs([old, new], {new: "iob2"}))["date"]
+    assert out["pooled"]["textorch BidLSTM_CRF"]["f1"] == 0.0
+    assert out["pooled"]["textorch BidLSTM_CRF (iob2)"]["f1"] == 100.0
+    assert out["pooled"]["wapiti"]["f1"] == 100.0  # Wapiti's runs stay one group, whichever file holds them
+    pairs = {(d["a"], d["b"]) for d in out["differences"]}
+    assert ("textorch BidLSTM_CRF", "textorch BidLSTM_CRF (iob2)") in pairs
