@@ -284,7 +284,7 @@ def test_every_decoder_avoids_forbidden_moves_however_the_emissions_pull(crf_dec
     """Moves ruled out by ``CRF.forbid`` never appear in a best path, even where the emissions
     favour them by far, and carry no probability; every decoder reads them from the parameters."""
     from textorch.data.tags import iob2_forbidden
-    from textorch.models.crf_arrays import viterbi_paths
+    from textorch.models.crf_arrays import path_posteriors, viterbi_paths
 
     labels = ["B-<a>", "I-<a>", "B-<b>", "I-<b>", "O"]
     forbidden, at_start = iob2_forbidden(labels)
@@ -305,3 +305,7 @@ def test_every_decoder_avoids_forbidden_moves_however_the_emissions_pull(crf_dec
         assert not at_start[row[0]]
         assert not any(forbidden[a][b] for a, b in zip(row[: n - 1], row[1:n]))
     assert (scores[mask.numpy()] > 0).all() and np.isfinite(scores).all()
+    with torch.no_grad():
+        marginals = crf.marginals(emissions, mask).gather(-1, reference.unsqueeze(-1)).squeeze(-1).numpy()
+    assert np.allclose(path_posteriors(emissions.numpy(), lengths.numpy(), *params, paths), marginals * mask.numpy(), atol=1e-5)
+    assert np.allclose(scores, marginals * mask.numpy(), atol=1e-5)
