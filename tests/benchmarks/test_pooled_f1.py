@@ -55,3 +55,15 @@ def test_a_tagged_file_makes_its_runs_a_group_of_their_own(tmp_path: Path) -> No
     assert out["pooled"]["wapiti"]["f1"] == 100.0  # Wapiti's runs stay one group, whichever file holds them
     pairs = {(d["a"], d["b"]) for d in out["differences"]}
     assert ("textorch BidLSTM_CRF", "textorch BidLSTM_CRF (iob2)") in pairs
+
+
+@pytest.mark.parametrize("tag", ["other.json=iob2", "a.json", "a.json="])
+def test_a_tag_names_one_of_the_results_files_and_a_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture, tag: str) -> None:
+    a = _file(tmp_path / "a.json", [_run("textorch", 1, [[1, 0, 0]])])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["pooled_f1", str(a.name), "--tag", tag])
+    with pytest.raises(SystemExit) as exit_info:
+        pooled_f1.main()
+    assert exit_info.value.code == 2
+    assert f"--tag {tag!r}: give FILE=TEXT with FILE one of the results files" in capsys.readouterr().err
