@@ -184,3 +184,49 @@ def test_the_stage_timing_diagnostic_times_every_stage_and_changes_no_label(tmp_
     expected = "".join(grobid_block(s, p.labels) for s, p in zip(sequences, plain))
     assert tokens == sum(map(len, sequences))
     assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest()
+
+
+def test_a_graph_onnx_runtime_cannot_load_is_not_served_and_the_command_still_tags(
+        tmp_path_factory, grobid_file: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from textorch.cli.main import main
+
+    model = tmp_path / "model"
+    shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF"), model)
+    expected = tmp_path / "expected.txt"
+    assert main(["seq", "tag", "--model", str(model), "--input", str(grobid_file), "--input-format", "grobid",
+                 "--output", str(expected), "--engine", "torch", "--quiet"]) == 0
+    encoder = model / "onnx" / "char-encoder.onnx"
+    encoder.write_bytes(encoder.read_bytes()[:100])  # truncated
+    with pytest.raises(NotServed, match="char-encoder.onnx cannot be loaded"):
+        OnnxTagger.open(model)
+    for engine in ("auto", "onnx"):  # the SequenceLabeler path, which never reads that file, tags instead
+        out = tmp_path / f"{engine}.txt"
+        assert main(["seq", "tag", "--model", str(model), "--input", str(grobid_file), "--input-format", "grobid",
+                     "--output", str(out), "--engine", engine, "--quiet"]) == 0
+        assert out.read_bytes() == expected.read_bytes()
+
+
+@pytest.mark.parametrize("visible,driver,expected", [
+    (None, True, True), (None, False, False), ("", True, False), ("-1", True, False), ("0", True, True)])
+def test_device_auto_leaves_a_visible_gpu_to_pytorch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                    visible: str | None, driver: bool, expected: bool) -> None:
+    import argparse
+
+    from textorch.cli import export
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    real_path = export.Path
+    fake = {"/proc/driver/nvidia/gpus": tmp_path / "gpus", "/dev/kfd": tmp_path / "kfd"}
+    (tmp_path / "gpus").mkdir()
+    if driver:
+        (tmp_path / "gpus" / "0000:00:01.0").mkdir()
+    monkeypatch.setattr(export, "Path", lambda p: real_path(fake.get(str(p), p)))
+    assert export.gpu_visible() is expected
+    args = argparse.Namespace(engine="onnx", precision="fp32", device="auto", quantized=False, onnx_dir=None)
+    if expected:  # PyTorch decides (and refuses --engine onnx on the GPU), before any model is read
+        assert export.torch_free_tagger(args) is None

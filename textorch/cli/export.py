@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+from pathlib import Path
 
 from textorch.cli.commands import group_help
-from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,17 @@ def apply_engine_options(args: argparse.Namespace, predictor) -> None:
     use_engine(predictor, args.model, engine, quantized, export_dir, args.threads)
 
 
+def gpu_visible() -> bool:
+    """Whether this process may see a GPU, judged without importing torch (a second of start-up):
+    ``CUDA_VISIBLE_DEVICES`` empty or -1 hides them; otherwise an NVIDIA driver's GPU list or
+    ROCm's device node says there is one."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    return (nvidia.is_dir() and any(nvidia.iterdir())) or Path("/dev/kfd").exists()
+
+
 def torch_free_tagger(args: argparse.Namespace):
     """With ``--engine onnx`` or ``auto``, the :class:`~textorch.tagging.onnx_tagger.OnnxTagger` that
     runs the model's current export without importing PyTorch (a second or more of start-up, and
@@ -102,6 +114,8 @@ def torch_free_tagger(args: argparse.Namespace):
     ``SequenceLabeler``, which exports first where needed."""
     if getattr(args, "engine", "torch") not in ("onnx", "auto") or args.precision != "fp32" or args.device == "cuda":
         return None
+    if args.device == "auto" and gpu_visible():
+        return None  # --device auto takes the GPU, through PyTorch (and --engine onnx is refused there)
     if args.engine == "auto" and (args.quantized or args.onnx_dir):
         return None  # refused by the engine's own checks, on the SequenceLabeler's path
     from textorch.tagging.onnx_tagger import NotServed, OnnxTagger

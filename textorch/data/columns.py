@@ -65,9 +65,9 @@ def read_columns(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> 
         return ColumnValues({})
     rows = _uniform_rows(sequences)
     if rows is None:
-        return ColumnValues(dict(zip(columns, column_values(sequences, columns))))
-    tokens = _tokens(sequences)
+        return ColumnValues(dict(zip(columns, _columns_by_sequence(sequences, columns))))
     with_token = any(column < 0 for column in columns)
+    tokens = _tokens(sequences) if with_token else []
 
     def keys(end: int | None = None) -> Iterator:  # a token's row, with the token when a column reads it
         return zip(tokens[:end], map(tuple, rows[:end])) if with_token else map(tuple, rows[:end])
@@ -97,7 +97,12 @@ def column_values(sequences: Sequence[TokenSequence], columns: Sequence[int]) ->
     sequence without features) reads as None."""
     rows = _uniform_rows(sequences)
     if rows is not None:
-        return _columns_of_rows(_tokens(sequences), rows, columns)
+        return _columns_of_rows(_tokens(sequences) if any(c < 0 for c in columns) else [], rows, columns)
+    return _columns_by_sequence(sequences, columns)
+
+
+def _columns_by_sequence(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> list[list[str | None]]:
+    """:func:`column_values` where rows differ in width or some sequence has none: sequence by sequence."""
     values: list[list[str | None]] = [[] for _ in columns]
     for sequence in sequences:
         features = sequence.features

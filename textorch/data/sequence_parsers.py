@@ -187,8 +187,7 @@ class GrobidParser:
         return n_feat, extra
 
     def sequences(self, lines: NumberedLines) -> Iterator[TokenSequence]:
-        # The loop runs once per line of a file: blank lines and field splitting are tested
-        # inline, the common line (single spaces, no tab) split once, and a line seen before
+        # The loop runs once per line of a file: blank lines are tested inline, and a line seen before
         # (GROBID files repeat a token with the same layout features) not split again. The
         # split fields are never changed; each token gets its own list of features.
         split_lines: dict[str, list[str]] | None = {}
@@ -213,9 +212,7 @@ class GrobidParser:
                 continue
             fields = split_lines.get(line) if split_lines is not None else None
             if fields is None:
-                fields = line.split(" ")
-                if "" in fields or "\t" in line:
-                    fields = split_fields(line)
+                fields = split_fields(line)
                 if split_lines is not None:
                     if len(split_lines) >= SPLIT_LINES_KEPT:
                         # Full: kept if lines repeated at least once on average, else dropped.

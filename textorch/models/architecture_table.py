@@ -12,6 +12,23 @@ from dataclasses import dataclass
 from textorch.errors import ConfigError
 
 
+RNN_TAGGER_V1 = "rnn_tagger.v1"
+# v2 = v1 plus the optional dense layer (``dense_hidden``); a v1 directory has none, and an
+# older release refuses a v2 directory by name instead of failing on its weights.
+RNN_TAGGER_V2 = "rnn_tagger.v2"
+# v3 = v2 plus the options DeLFT 1.x's networks need (stacked word layers, casing size, DeLFT's
+# character CNN and feature BiLSTM); only a network using one of them is saved as v3.
+RNN_TAGGER_V3 = "rnn_tagger.v3"
+# v4 = v3 plus CRF-template features added to the emissions (``template_rows``).
+RNN_TAGGER_V4 = "rnn_tagger.v4"
+TRANSFORMER_V1 = "transformer_tagger.v1"
+# transformer v2 = v1 plus the CRF over sub-tokens of DeLFT's BERT_CRF (``transformer_crf``).
+TRANSFORMER_V2 = "transformer_tagger.v2"
+RNN_BUILDERS = (RNN_TAGGER_V1, RNN_TAGGER_V2, RNN_TAGGER_V3, RNN_TAGGER_V4)
+"""The builders of the recurrent taggers (every builder but the transformer ones)."""
+TRANSFORMER_BUILDERS = (TRANSFORMER_V1, TRANSFORMER_V2)
+
+
 @dataclass(frozen=True)
 class Architecture:
     """Which parts a named architecture combines."""
@@ -23,7 +40,7 @@ class Architecture:
     features: bool = False
     cell: str = "lstm"  # word-level encoder cell
     head: str = "crf"  # "crf" | "softmax"
-    builder: str = "rnn_tagger.v2"
+    builder: str = RNN_TAGGER_V2
     template: bool = False
     """Adds a CRF's template features to the emissions (:mod:`textorch.models.template_emissions`)."""
 
@@ -32,8 +49,6 @@ class Architecture:
         """Whether the model needs ``--transformer`` (and sub-token windows in its batches)."""
         return self.builder.startswith("transformer_tagger.")
 
-
-TRANSFORMER_V1 = "transformer_tagger.v1"
 
 _ARCHITECTURES = [
     Architecture("BidLSTM", "word vectors + char BiLSTM -> BiLSTM -> softmax", head="softmax"),
@@ -67,10 +82,10 @@ _ARCHITECTURES = [
         "BidLSTM_CRF_FEATURES_TEMPLATE",
         "BidLSTM_CRF_FEATURES whose emissions add a CRF's template features (GROBID's CRF++ templates, or ones "
         "generated from the columns), trained jointly",
-        features=True, template=True, builder="rnn_tagger.v4",
+        features=True, template=True, builder=RNN_TAGGER_V4,
     ),
     Architecture("BidLSTM_CRF_TEMPLATE", "same as BidLSTM_CRF_FEATURES_TEMPLATE (its first name; GROBID would "
-                 "not hand it features)", features=True, template=True, builder="rnn_tagger.v4"),
+                 "not hand it features)", features=True, template=True, builder=RNN_TAGGER_V4),
 ]
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in _ARCHITECTURES}
 
@@ -83,15 +98,3 @@ def get_architecture(name: str) -> Architecture:
             f"unknown architecture {name!r}; choose one of: {', '.join(ARCHITECTURES)}"
         ) from None
 
-
-# v2 = v1 plus the optional dense layer (``dense_hidden``); a v1 directory has none, and an
-# older release refuses a v2 directory by name instead of failing on its weights.
-# v3 = v2 plus the options DeLFT 1.x's networks need (stacked word layers, casing size, DeLFT's
-# character CNN and feature BiLSTM); only a network using one of them is saved as v3.
-RNN_TAGGER_V3 = "rnn_tagger.v3"
-# transformer v2 = v1 plus the CRF over sub-tokens of DeLFT's BERT_CRF (``transformer_crf``).
-TRANSFORMER_V2 = "transformer_tagger.v2"
-# v4 = v3 plus CRF-template features added to the emissions (``template_rows``).
-RNN_TAGGER_V4 = "rnn_tagger.v4"
-RNN_BUILDERS = ("rnn_tagger.v1", "rnn_tagger.v2", RNN_TAGGER_V3, RNN_TAGGER_V4)
-"""The builders of the recurrent taggers (every builder but the transformer ones)."""

@@ -10,7 +10,7 @@ from torch import nn
 
 from textorch.data.encoding import CASING_CLASSES
 from textorch.errors import ConfigError
-from textorch.models.architecture_table import RNN_TAGGER_V3, RNN_TAGGER_V4, TRANSFORMER_V1, TRANSFORMER_V2, Architecture
+from textorch.models.architecture_table import RNN_BUILDERS, TRANSFORMER_BUILDERS, Architecture
 from textorch.models.embedders import (
     CasingEmbedder,
     CharBiLSTMEmbedder,
@@ -83,7 +83,6 @@ def build_rnn_tagger_v1(
     return SequenceTagger(nn.ModuleList(embedders), encoder, head, dropout, templates)
 
 
-BUILDERS = {"rnn_tagger.v1": build_rnn_tagger_v1, "rnn_tagger.v2": build_rnn_tagger_v1,
-            RNN_TAGGER_V3: build_rnn_tagger_v1, RNN_TAGGER_V4: build_rnn_tagger_v1,
-            TRANSFORMER_V1: build_transformer_tagger_v1, TRANSFORMER_V2: build_transformer_tagger_v1}
+BUILDERS = {**dict.fromkeys(RNN_BUILDERS, build_rnn_tagger_v1),
+            **dict.fromkeys(TRANSFORMER_BUILDERS, build_transformer_tagger_v1)}
 """Versioned builders; saved models name theirs, so a later ``.v2`` never breaks an old model."""

@@ -27,7 +27,7 @@ def viterbi_paths(emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray,
     for t in range(1, length):
         candidates = score[:, :, None] + trans[None, :, :]  # (B, previous, next)
         best_previous = candidates.argmax(axis=1)  # the first maximum: the lowest previous tag
-        stepped = np.take_along_axis(candidates, best_previous[:, None, :], axis=1)[:, 0, :] + em[:, t]
+        stepped = candidates.max(axis=1) + em[:, t]
         active = (t < lengths)[:, None]
         score = np.where(active, stepped, score)
         pointers[t] = best_previous
@@ -71,3 +71,13 @@ def path_posteriors(emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarra
     posteriors = np.exp(chosen - log_total[:, None])
     posteriors[np.arange(length)[None, :] >= lengths[:, None]] = 0.0
     return posteriors.astype(np.float32)
+
+
+def softmax_paths(emissions: np.ndarray, lengths: np.ndarray,
+                  with_scores: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """A softmax tagger's decoding, for the taggers without a CRF: each position's most probable
+    tag ``(B, L)`` and, with ``with_scores``, its probability; 0 beyond each length."""
+    mask = np.arange(emissions.shape[1])[None, :] < np.asarray(lengths)[:, None]
+    shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
+    probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
+    return probabilities.argmax(axis=-1) * mask, (probabilities.max(axis=-1) * mask) if with_scores else None

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from textorch.errors import ConfigError, ModelFormatError
+from textorch.models.crf_arrays import softmax_paths
 from textorch.models.crf_compiled import cpu_best_paths_of_arrays
 from textorch.models.heads import CRFHead
 from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
@@ -84,9 +85,7 @@ class OnnxRunner(_Session):
         mask = batch.mask.cpu().numpy()
         if self.crf_params is not None:
             return cpu_best_paths_of_arrays(emissions, mask.sum(axis=1), *self.crf_params, with_confidence=with_scores)
-        shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
-        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
-        return probabilities.argmax(axis=-1) * mask, probabilities.max(axis=-1) * mask
+        return softmax_paths(emissions, mask.sum(axis=1), with_scores)
 
 
 class OnnxClassifierRunner(_Session):

@@ -31,7 +31,7 @@ from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.model_dir import load_checked, read_model_config
 from textorch.models.architecture_table import RNN_BUILDERS, get_architecture
-from textorch.models.crf_arrays import path_posteriors, viterbi_paths
+from textorch.models.crf_arrays import path_posteriors, softmax_paths, viterbi_paths
 from textorch.onnx.layout import CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE
 from textorch.tagging.config import TASK, saved_configs
 from textorch.tagging.prediction import Prediction
@@ -146,12 +146,17 @@ class OnnxTagger:
         return predictions  # type: ignore[return-value]
 
     def _type_vectors(self, encoded: list[EncodedSequence]) -> np.ndarray | None:
-        """The character encoder's vector of every token type of the call, then a row of zeros
-        (where padded positions point); None without a separate character encoder."""
+        """Per token type of the call, what the graph reads of its characters, then a row of zeros
+        (where padded positions point): the character encoder's vector, or without a separate
+        encoder (``char_ids`` graphs) the type's character ids; None for a graph that reads neither."""
         present = next((item for item in encoded if len(item)), None)
-        if self.char_session is None or present is None:
+        if present is None:
             return None
         table = present.type_table  # one encode_many call: one table of token types
+        if self.char_session is None:
+            if "char_ids" not in self.input_names:
+                return None
+            return np.vstack([table, np.zeros((1, table.shape[1]), dtype=table.dtype)])
         parts = [self.char_session.run(["char_vectors"], {"char_rows": table[i:i + TYPES_PER_RUN]})[0]  # type: ignore[attr-defined]
                  for i in range(0, len(table), TYPES_PER_RUN)]
         return np.concatenate([*parts, np.zeros((1, parts[0].shape[1]), dtype=parts[0].dtype)])
@@ -166,10 +171,7 @@ class OnnxTagger:
         if self.crf is not None:
             paths = viterbi_paths(emissions, lengths, *self.crf)
             return paths, path_posteriors(emissions, lengths, *self.crf, paths) if with_scores else None
-        mask = np.arange(emissions.shape[1])[None, :] < lengths[:, None]
-        shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
-        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
-        return probabilities.argmax(axis=-1) * mask, (probabilities.max(axis=-1) * mask) if with_scores else None
+        return softmax_paths(emissions, lengths, with_scores)
 
     def _inputs(self, items: list[EncodedSequence], lengths: np.ndarray,
                 type_vectors: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -181,11 +183,10 @@ class OnnxTagger:
         inputs: dict[str, np.ndarray] = {"mask": mask.astype(np.int64)}
         if "word_vectors" in wanted and self.word_table is not None:
             inputs["word_vectors"] = self.word_table.matrix[pad("word_ids")]
-        if "char_ids" in wanted:
-            table = items[0].type_table  # one encode_many call: one table of token types
-            with_zero_row = np.vstack([table, np.zeros((1, table.shape[1]), dtype=table.dtype)])
+        if "char_ids" in wanted and type_vectors is not None:
             width = max(item.char_width for item in items)
-            inputs["char_ids"] = np.ascontiguousarray(with_zero_row[pad("type_ids", len(table))][:, :, :width], dtype=np.int64)
+            inputs["char_ids"] = np.ascontiguousarray(type_vectors[pad("type_ids", len(type_vectors) - 1)][:, :, :width],
+                                                      dtype=np.int64)
         if "char_vectors" in wanted and type_vectors is not None:
             inputs["char_vectors"] = type_vectors[pad("type_ids", len(type_vectors) - 1)]
         for name in ("casing_ids", "feature_ids", "template_rows"):
@@ -278,4 +279,7 @@ def _session(model_file: Path, threads: int | None) -> object:
     options = onnxruntime.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
-    return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+    try:
+        return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - any graph ONNX Runtime cannot load (truncated, corrupt)
+        raise NotServed(f"{model_file} cannot be loaded ({type(exc).__name__}: {exc})") from None
