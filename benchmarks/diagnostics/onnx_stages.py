@@ -131,6 +131,10 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.input) != len(args.model):
         parser.error("give one --input per --model")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if (args.wapiti_model or args.wapiti_input) and not args.wapiti:
+        parser.error("--wapiti-model and --wapiti-input need --wapiti (the binary)")
     if args.wapiti and not (len(args.wapiti_model or []) == len(args.wapiti_input or []) == len(args.model)):
         parser.error("--wapiti needs one --wapiti-model and one --wapiti-input per --model")
     rows, details = [], []

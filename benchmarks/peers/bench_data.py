@@ -84,11 +84,6 @@ def convert_conll(source: Path, target: Path) -> None:
     _write_if_changed(target, "\n".join(out) + "\n")
 
 
-def grobid_blocks(path: Path) -> list[list[str]]:
-    """The sequences of a GROBID file as lists of raw lines (blank or space-only lines end one)."""
-    return read_blocks(path)
-
-
 def _write_if_changed(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
@@ -115,7 +110,7 @@ def prepare(work: Path, tasks: list[str], seeds: list[int]) -> dict[tuple[str, i
             for seed in seeds:
                 files[(task, seed)] = TaskFiles(task, "conll", {k: str(v) for k, v in original.items()}, converted)
             continue
-        blocks = grobid_blocks(shared_data(GROBID_FILES[task]))
+        blocks = read_blocks(shared_data(GROBID_FILES[task]))
         for seed in seeds:
             rest, test = holdout(blocks, 0.1, seed)
             train, valid = holdout(rest, 0.1, seed + 1)

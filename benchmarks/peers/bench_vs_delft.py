@@ -39,7 +39,7 @@ from benchmarks.peers import wapiti_peer  # noqa: E402
 from benchmarks.peers import wapiti_runner  # noqa: E402
 from benchmarks.peers.bench_table import build_rows, grobid_call_rows, print_markdown  # noqa: E402
 from benchmarks.common import RESULTS, local_transformer, machine  # noqa: E402
-from benchmarks.peers.runner_common import ALLOCATOR_VARIABLES, write_calls  # noqa: E402
+from benchmarks.peers.runner_common import ALLOCATOR_VARIABLES, read_blocks, write_calls  # noqa: E402
 
 from textorch.runtime.precision import cpu_has_native_bf16  # noqa: E402
 
@@ -358,8 +358,12 @@ def measure_whole_files(r: Runner, jobs: list[dict], files: dict, seed: int, set
                         "wall_s": [], "peak_rss_mb": []} for s in present}
         inputs = written["paths"]
         if "textorch" in present and r.textorch_engine == "onnx":  # making the export is part of making the model
-            r.run(f"export-onnx-{task}", [*_textorch_cli(), "export", "onnx", "--model", str(models["textorch"]),
-                                           "--cache-dir", str(r.cache)], expect_json=False)
+            exported, _ = r.run(f"export-onnx-{task}", [*_textorch_cli(), "export", "onnx", "--model",
+                                                        str(models["textorch"]), "--cache-dir", str(r.cache)],
+                                expect_json=False)
+            if exported is None:  # tagging would export inside the timed runs: textorch is not measured here
+                present.remove("textorch")
+                del measured["textorch"]
         for i in range(settings["process_repeats"]):
             for system in present if i % 2 == 0 else present[::-1]:
                 payload = _tag_whole(r, system, task, models[system], inputs, f"whole-{system}-{task}-{i}",
@@ -440,7 +444,7 @@ def measure_grobid_calls(r: Runner, job: dict, f, settings: dict, models: dict[s
         return {}
     calls = r.work / "calls" / f"{job['key']}-{per_call}.json"
     calls.parent.mkdir(parents=True, exist_ok=True)
-    write_calls(str(calls), bench_data.grobid_blocks(Path(f.delft["test"])), per_call)
+    write_calls(str(calls), read_blocks(Path(f.delft["test"])), per_call)
 
     def calls_args(system: str) -> list[str]:
         return ["calls", "--model", str(models[system]), "--calls", str(calls), "--max-sequence-length",

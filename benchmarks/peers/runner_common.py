@@ -159,7 +159,7 @@ def tagging_rows(
 def grobid_call_texts(blocks: Sequence[Sequence[str]], per_call: int) -> list[str]:
     """The inputs of GROBID-sized calls: ``per_call`` sequences per text, as GROBID writes them.
 
-    ``blocks`` are the sequences of a labelled GROBID file as raw lines (``bench_data.grobid_blocks``).
+    ``blocks`` are the sequences of a labelled GROBID file as raw lines (:func:`read_blocks`).
     GROBID hands its model one string per document: per token one line of the token and its
     feature columns, separated by spaces, without a label, and a blank line after each
     sequence. The last column of each line, the label, is dropped here; the sequences are
@@ -231,10 +231,13 @@ def add_calls_command(commands: argparse._SubParsersAction, run: Callable[[argpa
 
 def read_blocks(path: str | Path) -> list[list[str]]:
     """The sequences of a GROBID file as lists of their raw non-blank lines (a blank or space-only
-    line ends a sequence): how the suite cuts a corpus into splits, and reads them back."""
+    line ends a sequence): how the suite cuts a corpus into splits, and reads them back. Lines end
+    at newlines only, as Wapiti reads them (``str.splitlines`` would also cut at form feeds and
+    other separators a token may hold)."""
     blocks: list[list[str]] = []
     current: list[str] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in Path(path).read_text(encoding="utf-8").split("\n"):
+        line = line.removesuffix("\r")
         if line.strip():
             current.append(line)
         elif current:

@@ -63,7 +63,8 @@ def write_whole_file(work: Path, task: str, test: Path, tokens: int) -> dict:
     """The file every system tags whole: the test split repeated until it holds at least
     ``tokens`` tokens, written without labels (what GROBID hands its model; textorch and Wapiti
     read it) and with them (DeLFT's runner reads labelled GROBID files)."""
-    from benchmarks.peers.wapiti_runner import read_blocks, write_blocks
+    from benchmarks.peers.runner_common import read_blocks
+    from benchmarks.peers.wapiti_runner import write_blocks
 
     blocks = read_blocks(test)
     per_copy = sum(len(b) for b in blocks)

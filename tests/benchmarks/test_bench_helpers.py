@@ -23,6 +23,7 @@ from benchmarks.peers import bench_table
 from benchmarks.peers import bench_vs_delft
 from benchmarks.diagnostics import flops
 from benchmarks.peers import runner_common
+from benchmarks.peers.runner_common import read_blocks
 from benchmarks.diagnostics import tagging_anatomy
 
 
@@ -45,15 +46,15 @@ def test_grobid_splits_are_disjoint_and_complete(tmp_path, monkeypatch):
     write_tiny_grobid(data / "grobid" / "date" / "date-220311.train", n=40)
     monkeypatch.setenv("TEXTORCH_SHARED_DATA", str(data))
     files = bench_data.prepare(tmp_path / "work", ["date"], [1, 2])
-    original = bench_data.grobid_blocks(data / "grobid" / "date" / "date-220311.train")
+    original = read_blocks(data / "grobid" / "date" / "date-220311.train")
     for seed in (1, 2):
-        parts = {role: bench_data.grobid_blocks(Path(path)) for role, path in files[(("date", seed))].delft.items()}
+        parts = {role: read_blocks(Path(path)) for role, path in files[(("date", seed))].delft.items()}
         assert files[("date", seed)].textorch == files[("date", seed)].delft  # the very same files
         assert [len(parts[r]) for r in ("train", "valid", "test")] == [32, 4, 4]
         joined = sorted(map(tuple, parts["train"] + parts["valid"] + parts["test"]))
         assert joined == sorted(map(tuple, original))
-    first = bench_data.grobid_blocks(Path(files[("date", 1)].delft["test"]))
-    second = bench_data.grobid_blocks(Path(files[("date", 2)].delft["test"]))
+    first = read_blocks(Path(files[("date", 1)].delft["test"]))
+    second = read_blocks(Path(files[("date", 2)].delft["test"]))
     assert first != second  # the seed changes the split
 
 
@@ -797,3 +798,9 @@ def test_fast_path_ab_switches_each_path_off_through_the_routes_alone() -> None:
         off = fast_path_ab.routes_for(path)
         changed = {name for name in fields if getattr(off, name) != getattr(FAST, name)}
         assert changed == {path}
+
+
+def test_read_blocks_cuts_lines_at_newlines_only_as_wapiti_reads_them(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.train"
+    path.write_bytes("a\x0cb F I-<x>\r\nc F <x>\r\n \r\nd F I-<y>\n\n\ne F I-<y>".encode("utf-8"))
+    assert read_blocks(path) == [["a\x0cb F I-<x>", "c F <x>"], ["d F I-<y>"], ["e F I-<y>"]]

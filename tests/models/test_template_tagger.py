@@ -87,21 +87,30 @@ def test_a_template_reading_a_missing_column_names_the_file(tiny_grobid: Path, t
                               DataConfig())
 
 
+def _names_file(path: Path) -> Path:
+    """Fields of several tokens (labels ``I-<x>`` to rule moves for); every fifth sequence opens
+    with a continuation label, as some GROBID files do (read as ``I-<forename>`` first)."""
+    rows = []
+    for i in range(30):
+        first, second, last = ["Jean", "Anna", "Li"][i % 3], ["Paul", "Maria", "Wei"][i % 3], ["Dupont", "Rossi", "Zhang"][i % 3]
+        opening = "<forename>" if i % 5 == 0 else "I-<forename>"
+        block = [(first, opening), (second, "<forename>"), (last, "I-<surname>"), (",", "<other>")]
+        rows.append("\n".join(f"{token} {token[0].isupper()} {j} {label}" for j, (token, label) in enumerate(block)))
+    path.write_text("\n\n".join(rows) + "\n\n", encoding="utf-8")
+    return path
+
+
 def test_the_crf_rules_out_iob2_impossible_moves_and_training_keeps_them_out(tmp_path: Path) -> None:
     from textorch.data.tags import iob2_forbidden
     from textorch.models.crf import FORBIDDEN_SCORE
 
-    path = tmp_path / "names.train"  # fields of several tokens: labels I-<x> to rule moves for
-    rows = []
-    for i in range(30):
-        first, second, last = ["Jean", "Anna", "Li"][i % 3], ["Paul", "Maria", "Wei"][i % 3], ["Dupont", "Rossi", "Zhang"][i % 3]
-        block = [(first, "I-<forename>"), (second, "<forename>"), (last, "I-<surname>"), (",", "<other>")]
-        rows.append("\n".join(f"{token} {token[0].isupper()} {j} {label}" for j, (token, label) in enumerate(block)))
-    path.write_text("\n\n".join(rows) + "\n\n", encoding="utf-8")
-    corpus = read_labelled(path)
+    corpus = read_labelled(_names_file(tmp_path / "names.train"))
+    assert any(s.labels[0].startswith("I-") for s in corpus.sequences)  # a forbidden opening in the gold
     labeler = SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", **SMALL),
                                     DataConfig(), seed=1)
-    labeler.fit(corpus, None, TrainConfig(max_epoch=3, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
+    result = labeler.fit(corpus, None, TrainConfig(max_epoch=3, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
+    # the gold was made valid IOB2 first: no sequence pays a forbidden score in its loss
+    assert all(record.loss < 100 for record in result.history)
     labels = labeler.encoder.labels.items
     forbidden, at_start = (torch.tensor(m) for m in iob2_forbidden(labels))
     crf = labeler.model.head.crf
@@ -117,13 +126,16 @@ def test_the_crf_rules_out_iob2_impossible_moves_and_training_keeps_them_out(tmp
         assert not at_start[ids[0]] and not any(forbidden[a, b] for a, b in zip(ids, ids[1:]))
 
 
-def test_learned_transitions_are_all_left_to_training(tiny_grobid: Path) -> None:
+def test_learned_transitions_are_all_left_to_training(tmp_path: Path) -> None:
+    from textorch.errors import ConfigError
     from textorch.models.crf import FORBIDDEN_SCORE
 
-    corpus = read_labelled(tiny_grobid)
+    corpus = read_labelled(_names_file(tmp_path / "names.train"))
     config = ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_transitions="learned", **SMALL)
-    labeler = SequenceLabeler.build(corpus, config, DataConfig(), seed=1)
-    assert (labeler.model.head.crf.transitions.detach().abs() < 1).all()
-    assert not (labeler.model.head.crf.start_transitions.detach() == FORBIDDEN_SCORE).any()
-    with pytest.raises(Exception, match="crf_transitions"):
+    learned = SequenceLabeler.build(corpus, config, DataConfig(), seed=1).model.head.crf
+    fixed = SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", **SMALL),
+                                  DataConfig(), seed=1).model.head.crf
+    assert (fixed.transitions == FORBIDDEN_SCORE).any() and (fixed.start_transitions == FORBIDDEN_SCORE).any()
+    assert (learned.transitions.detach().abs() < 1).all() and (learned.start_transitions.detach().abs() < 1).all()
+    with pytest.raises(ConfigError, match="crf_transitions must be one of"):
         ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_transitions="strict")

@@ -29,7 +29,8 @@ from textorch.eval.cls_metrics import summarize_folds
 from textorch.model_dir import check_writable
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
-from textorch.train.resume import COMPLETE, CheckpointOptions, RunCheckpoints, describe_run, prepare_run
+from textorch.train.checkpoint_options import CheckpointOptions
+from textorch.train.resume import COMPLETE, RunCheckpoints, describe_run, prepare_run
 
 if TYPE_CHECKING:  # annotations only: the classifier runs this module
     from textorch.classification.classifier import TextClassifier

@@ -32,7 +32,8 @@ from textorch.model_dir import check_writable
 from textorch.tagging.inputs import as_corpus
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
-from textorch.train.resume import COMPLETE, CheckpointOptions, RunCheckpoints, describe_run, prepare_run
+from textorch.train.checkpoint_options import CheckpointOptions
+from textorch.train.resume import COMPLETE, RunCheckpoints, describe_run, prepare_run
 from textorch.train.history import read_history, record_final_scores
 
 if TYPE_CHECKING:  # annotations only: the labeler runs this module
