@@ -35,8 +35,8 @@ from textorch.tagging.tag_files import ChunkSize, stream_for_tagging
 STAGES = ("parse", "chunks", "encode", "collate", "write")
 
 
-def one_pass(labeler: SequenceLabeler, path: str, input_format: str, batch_size: int) -> dict[str, float]:
-    """Seconds of each stage over the whole file, one pass."""
+def one_pass(labeler: SequenceLabeler, path: str, input_format: str, batch_size: int) -> tuple[dict[str, float], int]:
+    """Seconds of each stage over the whole file, one pass; and the file's tokens."""
     times = dict.fromkeys(STAGES, 0.0)
     started = time.perf_counter()
     sequences = list(stream_for_tagging(path, input_format, labeler))
@@ -61,7 +61,7 @@ def one_pass(labeler: SequenceLabeler, path: str, input_format: str, batch_size:
         started = time.perf_counter()
         "".join([block(s, t) for s, t in zip(part, tags)])
         times["write"] += time.perf_counter() - started
-    return times
+    return times, sum(map(len, sequences))
 
 
 def main() -> None:
@@ -72,15 +72,18 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     torch.set_num_threads(1)
     labeler = SequenceLabeler.load(args.model)
     gc.disable()  # what --pause-collector does for the command
     try:
-        passes = [one_pass(labeler, args.input, args.input_format, args.batch_size) for _ in range(args.repeats)]
+        results = [one_pass(labeler, args.input, args.input_format, args.batch_size) for _ in range(args.repeats)]
     finally:
         gc.enable()
+    passes = [times for times, _ in results]
     best = {stage: min(p[stage] for p in passes) for stage in STAGES}
-    n_tokens = sum(len(s) for s in stream_for_tagging(args.input, args.input_format, labeler))
+    n_tokens = results[0][1]
     row = {"input": Path(args.input).name, "tokens": n_tokens, **{k: round(v, 4) for k, v in best.items()},
            "sum": round(sum(best.values()), 4)}
     print_table([row], ["input", "tokens", *STAGES, "sum"])

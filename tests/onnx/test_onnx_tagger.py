@@ -230,3 +230,20 @@ def test_device_auto_leaves_a_visible_gpu_to_pytorch(monkeypatch: pytest.MonkeyP
     args = argparse.Namespace(engine="onnx", precision="fp32", device="auto", quantized=False, onnx_dir=None)
     if expected:  # PyTorch decides (and refuses --engine onnx on the GPU), before any model is read
         assert export.torch_free_tagger(args) is None
+
+
+def test_the_pytorch_stage_diagnostic_times_every_stage_and_counts_the_tokens(tmp_path_factory, grobid_file: Path) -> None:
+    from benchmarks.diagnostics.tagging_stages import STAGES, one_pass
+
+    labeler = SequenceLabeler.load(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE"))
+    times, tokens = one_pass(labeler, str(grobid_file), "grobid", batch_size=4)
+    assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values()) and times["parse"] > 0
+    assert tokens == sum(map(len, read_labelled(grobid_file).sequences))
+
+
+def test_the_tagger_reads_its_feature_table_under_the_name_the_network_saves_it(grobid_file: Path) -> None:
+    from textorch.tagging.onnx_tagger import TEMPLATE_TABLE_WEIGHT
+
+    corpus = read_labelled(grobid_file)
+    labeler = SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", **SMALL), DataConfig())
+    assert TEMPLATE_TABLE_WEIGHT in labeler.model.state_dict()

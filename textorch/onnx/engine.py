@@ -23,7 +23,8 @@ from textorch.models.crf_arrays import softmax_paths
 from textorch.models.crf_compiled import cpu_best_paths_of_arrays
 from textorch.models.heads import CRFHead
 from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
-from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE, source_checksum
+from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, source_checksum
+from textorch.onnx.layout import made_from_other_weights, older_revision, read_description
 
 logger = logging.getLogger(__name__)
 
@@ -208,22 +209,6 @@ def _task(predictor) -> str:
     return task
 
 
-def _read_description(directory: Path) -> dict | None:
-    path = directory / DESCRIPTION_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelFormatError(f"{path}: not readable JSON ({exc})") from None
-
-
-def _is_stale(description: dict, model_dir: str | Path) -> bool:
-    """Whether the export was made from other weights than the model directory now holds."""
-    recorded, current = description.get("source_weights_sha256"), source_checksum(model_dir)
-    return bool(recorded and current and recorded != current)
-
-
 def _temporary_export(predictor, model_dir: str | Path, quantize: bool) -> Path:
     """An export in a fresh temporary directory, removed when the process ends (read-only models)."""
     directory = Path(tempfile.mkdtemp(prefix="textorch-onnx-")) / "onnx"
@@ -241,13 +226,13 @@ def ensure_export(predictor, model_dir: str | Path, export_dir: str | Path | Non
     """
     explicit = export_dir is not None
     directory = Path(export_dir) if explicit else default_export_dir(model_dir)
-    description = _read_description(directory)
-    if description is not None and _is_stale(description, model_dir):
+    description = read_description(directory)
+    if description is not None and made_from_other_weights(description, source_checksum(model_dir)):
         if explicit:
             raise ModelFormatError(f"{directory}: exported from other weights than {model_dir} holds now; export again")
         logger.info("%s was exported from older weights: exporting again", directory)
         description = None
-    if description is not None and not explicit and description.get("graph_revision", 1) < GRAPH_REVISION:
+    if description is not None and not explicit and older_revision(description):
         logger.info("%s was exported by an older textorch (slower graph): exporting again", directory)
         description = None
     if description is not None and quantize and not (directory / QUANTIZED_FILE).exists() and not explicit:
@@ -273,7 +258,7 @@ def attach_onnx(predictor, model_dir: str | Path, export_dir: str | Path | None 
     """
     task = _task(predictor)
     directory = ensure_export(predictor, model_dir, export_dir, quantized)
-    description = _read_description(directory) or {}
+    description = read_description(directory) or {}
     if description.get("format_version") != FORMAT_VERSION:
         raise ModelFormatError(f"{directory}/{DESCRIPTION_FILE}: unknown format version {description.get('format_version')!r}")
     if description.get("task", "sequence_labelling") != task:

@@ -6,6 +6,11 @@ and nothing of the exporter, which imports torch.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from textorch.errors import ModelFormatError
+
 ONNX_FILE = "model.onnx"
 QUANTIZED_FILE = "model.int8.onnx"
 DESCRIPTION_FILE = "onnx-model.json"
@@ -24,3 +29,26 @@ Revision 2 made each bidirectional RNN one native node; revision 3 added the cha
 as a graph of its own beside the network that reads its vectors, so that a runner encodes each
 distinct token once. An automatic export of an older revision is redone."""
 OPSET = 17
+
+
+def read_description(directory: Path) -> dict | None:
+    """An export directory's ``onnx-model.json``; None where there is none."""
+    path = directory / DESCRIPTION_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: not readable JSON ({exc})") from None
+
+
+def made_from_other_weights(description: dict, weights_sha256: str | None) -> bool:
+    """Whether the export records weights other than those a model directory holds now (both known)."""
+    recorded = description.get("source_weights_sha256")
+    return bool(recorded and weights_sha256 and recorded != weights_sha256)
+
+
+def older_revision(description: dict) -> bool:
+    """Whether the export's graphs were built by an older :data:`GRAPH_REVISION` (an automatic
+    export is then made again; one in a directory the user names is run as it is)."""
+    return description.get("graph_revision", 1) < GRAPH_REVISION

@@ -32,7 +32,8 @@ from textorch.errors import ConfigError, ModelFormatError
 from textorch.model_dir import load_checked, read_model_config
 from textorch.models.architecture_table import RNN_BUILDERS, get_architecture
 from textorch.models.crf_arrays import path_posteriors, softmax_paths, viterbi_paths
-from textorch.onnx.layout import CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, GRAPH_REVISION, ONNX_FILE, QUANTIZED_FILE
+from textorch.onnx.layout import (CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE,
+                                  made_from_other_weights, older_revision, read_description)
 from textorch.tagging.config import TASK, saved_configs
 from textorch.tagging.prediction import Prediction
 from textorch.tagging.word_table_calls import WordTableCalls
@@ -239,17 +240,21 @@ def _current_description(exported: Path, config: dict, architecture: str, explic
     was named, of the current graph revision, as ``--engine onnx`` would otherwise export again)."""
     path = exported / DESCRIPTION_FILE
     try:
-        description = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise NotServed(f"no readable {path}") from None
+        description = read_description(exported)
+    except ModelFormatError:
+        description = None
+    if description is None:
+        raise NotServed(f"no readable {path}")
     if description.get("format_version") != FORMAT_VERSION or description.get("task", TASK) != TASK:
         raise NotServed(f"{path}: another format or task")
     if description.get("architecture") != architecture:
         raise NotServed(f"{path}: the export is of another architecture")
-    recorded, current = description.get("source_weights_sha256"), config.get("weights_sha256")
-    if not recorded or not current or recorded != current:
+    current = config.get("weights_sha256")
+    # Stricter than the SequenceLabeler's check: without the labeler's weights at hand, an export
+    # whose source is unknown is not run.
+    if not description.get("source_weights_sha256") or not current or made_from_other_weights(description, current):
         raise NotServed(f"{path}: exported from other weights")
-    if not explicit and description.get("graph_revision", 1) < GRAPH_REVISION:
+    if not explicit and older_revision(description):
         raise NotServed(f"{path}: an older graph revision")
     return description
 
