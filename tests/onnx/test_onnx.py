@@ -18,18 +18,14 @@ from textorch.embeddings import open_embeddings  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.onnx.engine import attach_onnx  # noqa: E402
 from textorch.onnx.export import PaddedBiRNN, export_labeler  # noqa: E402
+from corpus_vectors import write_corpus_vectors  # noqa: E402
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=12, feature_dim=3, feature_output_dim=8, dropout=0.1)
 
 
 def _vectors(tmp_path: Path, corpus) -> object:
-    """A word2vec text file covering most training words, so word vectors are a real input."""
-    words = sorted({t for s in corpus.sequences for t in s.tokens})[::2]
-    rng = np.random.default_rng(0)
-    lines = [f"{len(words)} 6"] + [f"{w} " + " ".join(f"{v:.4f}" for v in rng.normal(size=6)) for w in words]
-    path = tmp_path / "vectors.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return open_embeddings(str(path), cache_dir=tmp_path / "cache")
+    """Word vectors covering most training words, so word vectors are a real input."""
+    return open_embeddings(str(write_corpus_vectors(tmp_path / "vectors.txt", corpus)), cache_dir=tmp_path / "cache")
 
 
 _CACHE: dict[str, SequenceLabeler] = {}

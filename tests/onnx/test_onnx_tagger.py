@@ -22,6 +22,7 @@ from textorch.onnx.layout import DESCRIPTION_FILE  # noqa: E402
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.tagging.onnx_tagger import NotServed, OnnxTagger  # noqa: E402
+from corpus_vectors import write_corpus_vectors  # noqa: E402
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=12, feature_dim=3, feature_output_dim=8, dropout=0.1)
 _CACHE: dict[str, Path] = {}
@@ -33,11 +34,7 @@ def _saved(tmp_path_factory: pytest.TempPathFactory, data: Path, architecture: s
     def train() -> Path:
         root = tmp_path_factory.mktemp(architecture)
         corpus = read_labelled(data)
-        words = sorted({t for s in corpus.sequences for t in s.tokens})[::2]
-        rng = np.random.default_rng(0)
-        vectors = root / "vectors.txt"
-        vectors.write_text("\n".join([f"{len(words)} 6"] + [f"{w} " + " ".join(f"{v:.4f}" for v in rng.normal(size=6))
-                                                             for w in words]) + "\n", encoding="utf-8")
+        vectors = write_corpus_vectors(root / "vectors.txt", corpus)
         labeler = SequenceLabeler.build(corpus, ModelConfig(architecture=architecture, **SMALL), DataConfig(),
                                         embeddings=open_embeddings(str(vectors), cache_dir=root / "cache"), seed=1)
         labeler.fit(corpus, None, TrainConfig(max_epoch=1, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
