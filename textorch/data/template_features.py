@@ -16,11 +16,11 @@ array), so tagging gathers them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from textorch.data.columns import ColumnValues, column_values, read_columns, value_ids
+from textorch.data.columns import ColumnValues, column_values, read_columns
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template, template_text
 
@@ -99,20 +99,11 @@ class TemplateFeaturizer:
         the token, ``k``: the ``k``-th feature column after it)."""
         return [column - 1 for column in self.vocabularies]
 
-    def rows(self, sequences: Sequence[TokenSequence],
-             values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None) -> list[np.ndarray]:
-        """Per sequence, ``(L, templates)`` int64 rows of the weight table. ``values``: each of
-        :attr:`feature_columns`' values at every token (as :func:`column_values` gives them, or
-        as :func:`read_columns` reads them), when the caller read them already for other features."""
-        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
-        out = self.call_rows(sequences, values, lengths)
-        bounds = np.cumsum(lengths).tolist()
-        return [out[a:b] for a, b in zip([0, *bounds[:-1]], bounds)]
-
-    def call_rows(self, sequences: Sequence[TokenSequence],
-                  values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None,
+    def call_rows(self, sequences: Sequence[TokenSequence], values: ColumnValues | None = None,
                   lengths: np.ndarray | None = None) -> np.ndarray:
-        """:meth:`rows` of all ``sequences`` end to end, one ``(tokens, templates)`` array."""
+        """The ``(tokens, templates)`` int64 rows of the weight table of all ``sequences`` end to
+        end. ``values``: :attr:`feature_columns` as :func:`read_columns` reads them, when the
+        caller read them already for other features."""
         ids, position, length = self._positions(sequences, values, lengths)
         out = np.zeros((len(position), len(self.templates)), dtype=np.int64)
         cells: dict[tuple[int, int], np.ndarray] = {}  # templates share cells: each is read once
@@ -132,8 +123,7 @@ class TemplateFeaturizer:
                 out[:, k] = self._rows_of(self._keys(k, cell_values))
         return out
 
-    def _positions(self, sequences: Sequence[TokenSequence],
-                   values: ColumnValues | Mapping[int, Sequence[str | None]] | None = None,
+    def _positions(self, sequences: Sequence[TokenSequence], values: ColumnValues | None = None,
                    lengths: np.ndarray | None = None) -> tuple[dict[int, np.ndarray], np.ndarray, np.ndarray]:
         """Value ids of every token (all sequences end to end) per column, each token's position
         in its sequence and that sequence's length."""
@@ -144,10 +134,7 @@ class TemplateFeaturizer:
         columns = list(self.vocabularies)
         if values is None:
             values = read_columns(sequences, self.feature_columns)
-        if isinstance(values, ColumnValues):
-            ids = {column: values.ids(column - 1, self.vocabularies[column], 0) for column in columns}
-        else:
-            ids = {column: value_ids(values[column - 1], self.vocabularies[column], 0) for column in columns}
+        ids = {column: values.ids(column - 1, self.vocabularies[column], 0) for column in columns}
         return ids, position, np.repeat(lengths, lengths)
 
     def _cell_values(self, ids: np.ndarray, position: np.ndarray, length: np.ndarray, row: int,
