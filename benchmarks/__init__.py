@@ -21,7 +21,7 @@ SUITE: dict[str, tuple[str, ...]] = {
     ),
     "ab": ("code_ab", "fast_path_ab", "kept_values_ab"),
     "diagnostics": ("flops", "profile_seq", "tagging_anatomy", "route_frames", "tagging_outputs", "tagging_stages",
-                    "onnx_stages"),
+                    "onnx_stages", "int8_f1"),
     "parity": ("bench_delft_import", "delft_onnx_parity", "verify_keras_import"),
 }
 """Runnable benchmarks by kind: setup (``prepare`` builds the saved models the A/B and

@@ -114,7 +114,14 @@ class Runner:
         self.textorch_entry = textorch_entry or []
         """Options of the ``textorch`` entry point itself for whole-file tagging (``--pause-collector``)."""
         self.textorch_engine = textorch_engine
-        """``seq tag --engine`` of whole-file tagging; ``onnx``: the model is exported first (untimed)."""
+        """Whole-file tagging's engine: ``torch``, ``onnx`` or ``onnx-int8`` (``seq tag --engine onnx
+        --quantized``); the ONNX ones export the model first (untimed)."""
+
+    def engine_options(self) -> list[str]:
+        """``seq tag``'s options for :attr:`textorch_engine`."""
+        if self.textorch_engine == "onnx-int8":
+            return ["--engine", "onnx", "--quantized"]
+        return ["--engine", self.textorch_engine]
 
     def command(self, system: str, args: list[str]) -> list[str]:
         if system == "delft":
@@ -357,9 +364,10 @@ def measure_whole_files(r: Runner, jobs: list[dict], files: dict, seed: int, set
         measured = {s: {"job": job["key"] if s != "wapiti" else f"{task}-wapiti", "model_mb": wapiti_peer.size_mb(models[s]),
                         "wall_s": [], "peak_rss_mb": []} for s in present}
         inputs = written["paths"]
-        if "textorch" in present and r.textorch_engine == "onnx":  # making the export is part of making the model
+        if "textorch" in present and r.textorch_engine != "torch":  # making the export is part of making the model
+            quantize = ["--quantize"] if r.textorch_engine == "onnx-int8" else []
             exported, _ = r.run(f"export-onnx-{task}", [*_textorch_cli(), "export", "onnx", "--model",
-                                                        str(models["textorch"]), "--cache-dir", str(r.cache)],
+                                                        str(models["textorch"]), "--cache-dir", str(r.cache), *quantize],
                                 expect_json=False)
             if exported is None:  # tagging would export inside the timed runs: textorch is not measured here
                 present.remove("textorch")
@@ -401,7 +409,7 @@ def _tag_whole(r: Runner, system: str, task: str, model: Path, inputs: dict, nam
     else:
         cmd = [*_textorch_cli(), *r.textorch_entry, "seq", "tag", "--model", str(model), "--input",
                inputs["unlabelled"], "--input-format", "grobid", "--output", str(out), "--batch-size", "32",
-               "--engine", r.textorch_engine, "--cache-dir", str(r.cache), *r.threads]
+               *r.engine_options(), "--cache-dir", str(r.cache), *r.threads]
     print(f"tag   {system:8s} {task}: {what} ...", end=" ", flush=True)
     payload, _ = r.run(name, [sys.executable, str(HERE / "wapiti_runner.py"), "measure",
                               "--log", str(r.logs / f"{name}.out.log"), "--", *cmd])
@@ -715,9 +723,10 @@ def main() -> int:
     parser.add_argument("--pause-collector", action="store_true",
                         help="whole-file tagging: run textorch as 'textorch --pause-collector seq tag ...' (its opt-in "
                              "pause of the cyclic garbage collector)")
-    parser.add_argument("--textorch-engine", choices=["torch", "onnx"], default="torch",
+    parser.add_argument("--textorch-engine", choices=["torch", "onnx", "onnx-int8"], default="torch",
                         help="whole-file tagging: textorch's 'seq tag --engine'; onnx exports each model first (not "
-                             "timed) and tags with its ONNX Runtime tagger, which does not import PyTorch")
+                             "timed) and tags with its ONNX Runtime tagger, which does not import PyTorch; onnx-int8 "
+                             "the same with the int8 export ('export onnx --quantize', 'seq tag --quantized')")
     parser.add_argument("--whole-files-only", action="store_true",
                         help="with --early-stopping: no training; every system's first-seed model already in the work "
                              "dir (models/textorch, models/delft, models/wapiti) tags the whole file, side by side")

@@ -322,3 +322,11 @@ def test_start_up_rows_and_whole_file_rows_of_a_run_without_training():
     assert wapiti_peer._cells(startup[0], "textorch") == ("2.5", "83.33x")
     rate = next(row for row in rows if row["measure"].startswith("tag a 1,000-token file"))
     assert rate["textorch"] == 500.0 and rate["wapiti"] == 2000.0
+
+
+def test_whole_file_engines_give_seq_tag_their_options(tmp_path):
+    """``--textorch-engine onnx-int8`` tags with the int8 export, the others with their engine."""
+    options = {engine: bench_vs_delft.Runner(tmp_path, None, textorch_engine=engine).engine_options()
+               for engine in ("torch", "onnx", "onnx-int8")}
+    assert options == {"torch": ["--engine", "torch"], "onnx": ["--engine", "onnx"],
+                       "onnx-int8": ["--engine", "onnx", "--quantized"]}

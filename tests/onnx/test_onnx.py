@@ -98,8 +98,8 @@ def test_export_json_files_match_model(tmp_path: Path, tiny_grobid: Path) -> Non
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
     out = export_labeler(labeler, tmp_path / "export", quantize=True)
     assert sorted(p.name for p in out.iterdir()) == [
-        "char-encoder.onnx", "crf.json", "labels.json", "model-char-vectors.onnx", "model.int8.onnx", "model.onnx",
-        "onnx-model.json", "vocab.json"]
+        "char-encoder.onnx", "crf.json", "labels.json", "model-char-vectors.int8.onnx", "model-char-vectors.onnx",
+        "model.int8.onnx", "model.onnx", "onnx-model.json", "vocab.json"]
     crf = json.loads((out / "crf.json").read_text())
     model_crf = labeler.model.head.crf
     np.testing.assert_allclose(crf["transitions"], model_crf.transitions.detach().numpy(), rtol=0, atol=1e-7)
@@ -114,7 +114,42 @@ def test_export_json_files_match_model(tmp_path: Path, tiny_grobid: Path) -> Non
     assert [i["name"] for i in description["inputs"]] == ["word_vectors", "char_ids", "feature_ids", "mask"]
     assert description["decoder"] == "crf"
     assert description["char_encoder"] == {"model_file": "char-encoder.onnx", "network_file": "model-char-vectors.onnx",
-                                           "input": "char_rows", "output": "char_vectors"}
+                                           "input": "char_rows", "output": "char_vectors",
+                                           "quantized_network_file": "model-char-vectors.int8.onnx"}
+    assert description["int8_revision"] == 2
+
+
+def _graph_inputs(labeler: SequenceLabeler, sequences: list) -> dict[str, np.ndarray]:
+    """``model.onnx``'s inputs for ``sequences`` as one batch (word vectors, characters, features)."""
+    batch = labeler.encode(sequences).batch(list(range(len(sequences))))
+    return {"word_vectors": batch.word_vectors.numpy(), "char_ids": batch.char_ids.numpy(),
+            "feature_ids": batch.feature_ids.numpy(), "mask": batch.mask.long().numpy()}
+
+
+def test_int8_graphs_run_their_lstms_in_int8(tmp_path: Path, tiny_grobid: Path) -> None:
+    """The exporter writes an LSTM's weights as constant nodes, which the quantiser skips unless
+    they are made initializers first: then every LSTM of the int8 graphs is quantised (the
+    character encoder, run once per distinct token, stays float), and the int8 network's
+    emissions stay close to the float one's."""
+    import onnx
+    import onnxruntime
+
+    labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
+    out = export_labeler(labeler, tmp_path / "export", quantize=True)
+
+    def op_types(name: str) -> list[str]:
+        return [node.op_type for node in onnx.load(str(out / name)).graph.node]
+
+    assert "LSTM" in op_types("model.onnx") and "LSTM" in op_types("model-char-vectors.onnx")
+    for int8_file in ("model.int8.onnx", "model-char-vectors.int8.onnx"):
+        ops = op_types(int8_file)
+        assert "LSTM" not in ops and "DynamicQuantizeLSTM" in ops, int8_file
+    assert "DynamicQuantizeLSTM" not in op_types("char-encoder.onnx")
+    inputs = _graph_inputs(labeler, read_labelled(tiny_grobid).sequences[:6])
+    sessions = [onnxruntime.InferenceSession(str(out / name), providers=["CPUExecutionProvider"])
+                for name in ("model.onnx", "model.int8.onnx")]
+    fp32, int8 = (session.run(["emissions"], inputs)[0] for session in sessions)
+    assert np.abs(int8 - fp32).max() <= 0.05 * np.abs(fp32).max()
 
 
 def test_external_viterbi_from_json_equals_engine(tmp_path: Path, tiny_grobid: Path) -> None:

@@ -103,6 +103,38 @@ def test_served_only_from_a_current_export(tmp_path_factory, grobid_file: Path, 
         OnnxTagger.open(tmp_path)
 
 
+def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tmp_path_factory, grobid_file: Path,
+                                                                              tmp_path: Path) -> None:
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE"), model)
+    with pytest.raises(NotServed, match="int8"):
+        OnnxTagger.open(model, quantized=True)  # exported without --quantize
+    labeler = SequenceLabeler.load(model)
+    attach_onnx(labeler, model, quantized=True)  # what --engine onnx --quantized does: export again, with int8
+    description_file = model / "onnx" / DESCRIPTION_FILE
+    assert json.loads(description_file.read_text())["int8_revision"] == 2
+    tagger = OnnxTagger.open(model, quantized=True, threads=1)
+    assert tagger.char_session is not None  # characters encoded once per distinct token, in float
+    assert Path(tagger.session._model_path).name == "model-char-vectors.int8.onnx"
+    sequences = read_labelled(grobid_file).sequences
+    int8, fp32 = tagger.predict(sequences), OnnxTagger.open(model, threads=1).predict(sequences)
+    assert [len(p.labels) for p in int8] == [len(s) for s in sequences]
+    agree = sum(a == b for p, q in zip(int8, fp32) for a, b in zip(p.labels, q.labels))
+    assert agree >= 0.95 * sum(map(len, sequences))
+
+    older = {k: v for k, v in json.loads(description_file.read_text()).items() if k != "int8_revision"}
+    del older["char_encoder"]["quantized_network_file"]
+    description_file.write_text(json.dumps(older))  # int8 files of revision 1: one int8 graph, LSTMs in float
+    with pytest.raises(NotServed, match="int8"):
+        OnnxTagger.open(model, quantized=True)
+    assert Path(OnnxTagger.open(model, export_dir=model / "onnx", quantized=True).session._model_path).name == \
+        "model.int8.onnx"  # a directory the user names runs as it is: its one int8 graph
+    attach_onnx(SequenceLabeler.load(model), model, quantized=True)
+    assert json.loads(description_file.read_text())["int8_revision"] == 2
+
+
 def test_a_tagging_command_with_a_current_export_never_imports_torch(tmp_path_factory, grobid_file: Path,
                                                                      tmp_path: Path) -> None:
     model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")

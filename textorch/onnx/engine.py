@@ -24,7 +24,7 @@ from textorch.models.crf_compiled import cpu_best_paths_of_arrays
 from textorch.models.heads import CRFHead
 from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
 from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, source_checksum
-from textorch.onnx.layout import made_from_other_weights, older_revision, read_description
+from textorch.onnx.layout import made_from_other_weights, older_int8, older_revision, read_description
 
 logger = logging.getLogger(__name__)
 
@@ -235,8 +235,9 @@ def ensure_export(predictor, model_dir: str | Path, export_dir: str | Path | Non
     if description is not None and not explicit and older_revision(description):
         logger.info("%s was exported by an older textorch (slower graph): exporting again", directory)
         description = None
-    if description is not None and quantize and not (directory / QUANTIZED_FILE).exists() and not explicit:
-        logger.info("%s has no int8 model: exporting again with --quantize", directory)
+    if description is not None and quantize and not explicit and (
+            not (directory / QUANTIZED_FILE).exists() or older_int8(description)):
+        logger.info("%s has no current int8 model: exporting again with --quantize", directory)
         description = None
     if description is None:
         logger.info("no ONNX export in %s: exporting now", directory)

@@ -18,7 +18,8 @@ from textorch.errors import ConfigError
 from textorch.models.encoders import IdentityEncoder, RecurrentEncoder
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
-from textorch.onnx.layout import CHAR_ENCODER_FILE, CHAR_VECTORS_MODEL_FILE, CRF_FILE, LABELS_FILE
+from textorch.onnx.layout import (CHAR_ENCODER_FILE, CHAR_VECTORS_MODEL_FILE, CRF_FILE, LABELS_FILE,
+                                  QUANTIZED_CHAR_VECTORS_FILE)
 from textorch.onnx.files import (  # noqa: F401  (the constants are part of this module's API)
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -257,11 +258,15 @@ def export_labeler(labeler, output: str | Path, quantize: bool = False, source_d
         description["tokenizer"] = transformer_layout(labeler.transformer)
         binary[TOKENIZER_FILE] = tokenizer_json(labeler.transformer.tokenizer)
     extra_graphs = char_encoder_graphs(labeler)
+    quantized_extras = {}
     if extra_graphs:
         description["char_encoder"] = {"model_file": CHAR_ENCODER_FILE, "network_file": CHAR_VECTORS_MODEL_FILE,
                                        "input": "char_rows", "output": "char_vectors"}
+        if quantize:  # the character encoder runs once per distinct token: it stays float
+            description["char_encoder"]["quantized_network_file"] = QUANTIZED_CHAR_VECTORS_FILE
+            quantized_extras[CHAR_VECTORS_MODEL_FILE] = QUANTIZED_CHAR_VECTORS_FILE
     files[DESCRIPTION_FILE] = description
-    return write_export(output, graph, files, quantize, binary, extra_graphs)
+    return write_export(output, graph, files, quantize, binary, extra_graphs, quantized_extras)
 
 
 def _casing_classes() -> tuple[str, ...]:

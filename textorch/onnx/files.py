@@ -27,6 +27,7 @@ from textorch.onnx.layout import (  # noqa: F401 - this module's names since the
     DESCRIPTION_FILE,
     FORMAT_VERSION,
     GRAPH_REVISION,
+    INT8_REVISION,
     ONNX_FILE,
     OPSET,
     QUANTIZED_FILE,
@@ -71,6 +72,7 @@ def describe(task: str, architecture: str, graph: Graph, quantize: bool, source_
         "architecture": architecture,
         "model_file": ONNX_FILE,
         "quantized_model_file": QUANTIZED_FILE if quantize else None,
+        "int8_revision": INT8_REVISION if quantize else None,
         "inputs": [{"name": name, **graph.input_docs.get(name, {})} for name in graph.inputs],
         "outputs": [{"name": name, **graph.output_docs.get(name, {})} for name in graph.outputs],
         "opset": OPSET,
@@ -127,9 +129,11 @@ def staged_directory(output: Path) -> Iterator[Path]:
 
 
 def write_export(output: str | Path, graph: Graph, json_files: dict[str, object], quantize: bool,
-                 binary_files: dict[str, bytes] | None = None, extra_graphs: dict[str, Graph] | None = None) -> Path:
+                 binary_files: dict[str, bytes] | None = None, extra_graphs: dict[str, Graph] | None = None,
+                 quantized_extras: dict[str, str] | None = None) -> Path:
     """Export ``graph`` to ``output/model.onnx`` (and ``model.int8.onnx``), each of ``extra_graphs``
-    to its file name, plus the given files, atomically."""
+    to its file name, plus the given files, atomically. With ``quantize``, ``quantized_extras``
+    maps an extra graph's file to the file of its int8 twin."""
     output = Path(output)
     check_output(output)
     with staged_directory(output) as staging:
@@ -138,6 +142,8 @@ def write_export(output: str | Path, graph: Graph, json_files: dict[str, object]
             _export_graph(extra, staging / name)
         if quantize:
             _quantize(staging / ONNX_FILE, staging / QUANTIZED_FILE)
+            for name, int8_name in (quantized_extras or {}).items():
+                _quantize(staging / name, staging / int8_name)
         for name, content in json_files.items():
             (staging / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         for name, data in (binary_files or {}).items():
@@ -179,13 +185,39 @@ def _quantize(source: Path, target: Path) -> None:
     ``reduce_range`` keeps weights to 7 bits. On x86 CPUs without VNNI, onnxruntime multiplies
     uint8 activations by int8 weights with an instruction whose 16-bit sums saturate, which
     garbles some outputs; 7-bit weights cannot saturate it, so one exported file is accurate on
-    every CPU it may be served on, at a negligible cost in resolution."""
+    every CPU it may be served on, at a negligible cost in resolution.
+
+    The quantiser only quantises weights held as initializers; the exporter writes a recurrent
+    layer's (reordered) weights as constant nodes, so those are made initializers first
+    (:func:`_constants_as_initializers`), else every LSTM would stay float."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    model = onnx.load(str(source))
+    _constants_as_initializers(model.graph)
+    prepared = target.with_name(target.name + ".float")
+    onnx.save(model, str(prepared))
     advice = _DropAdvice()
     root = logging.getLogger()
     root.addFilter(advice)
     try:
-        quantize_dynamic(str(source), str(target), reduce_range=True, weight_type=QuantType.QInt8)
+        quantize_dynamic(str(prepared), str(target), reduce_range=True, weight_type=QuantType.QInt8)
     finally:
         root.removeFilter(advice)
+        prepared.unlink(missing_ok=True)
+
+
+def _constants_as_initializers(graph: object) -> None:
+    """Each ``Constant`` node that holds a tensor becomes an initializer of the same name (the
+    same graph, computed the same way; only where the values are kept changes)."""
+    from onnx import numpy_helper
+
+    kept = []
+    for node in graph.node:  # type: ignore[attr-defined]
+        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
+            tensor = numpy_helper.to_array(node.attribute[0].t)
+            graph.initializer.append(numpy_helper.from_array(tensor, node.output[0]))  # type: ignore[attr-defined]
+        else:
+            kept.append(node)
+    del graph.node[:]  # type: ignore[attr-defined]
+    graph.node.extend(kept)  # type: ignore[attr-defined]

@@ -22,12 +22,19 @@ CHAR_ENCODER_FILE = "char-encoder.onnx"
 """A tagger's character encoder alone: ``char_rows`` (types, chars) -> ``char_vectors`` (types, dim)."""
 CHAR_VECTORS_MODEL_FILE = "model-char-vectors.onnx"
 """The network of ``model.onnx`` reading ``char_vectors`` (batch, length, dim) in place of ``char_ids``."""
+QUANTIZED_CHAR_VECTORS_FILE = "model-char-vectors.int8.onnx"
+"""The int8 twin of :data:`CHAR_VECTORS_MODEL_FILE` (with ``--quantize``; the character encoder stays float)."""
 FORMAT_VERSION = 1
 GRAPH_REVISION = 3
 """How textorch builds graphs (not a format: every revision reads ``model.onnx`` the same way).
 Revision 2 made each bidirectional RNN one native node; revision 3 added the character encoder
 as a graph of its own beside the network that reads its vectors, so that a runner encodes each
 distinct token once. An automatic export of an older revision is redone."""
+INT8_REVISION = 2
+"""How textorch quantises (the int8 files only). Revision 1 left recurrent layers in float: the
+exporter writes their weights as constant nodes, which ONNX Runtime's quantiser passes over;
+revision 2 makes them initializers first, so LSTMs run in int8 too, and adds the int8 twin of
+the split network. An automatic export whose int8 files are older is redone when they are asked for."""
 OPSET = 17
 
 
@@ -52,3 +59,10 @@ def older_revision(description: dict) -> bool:
     """Whether the export's graphs were built by an older :data:`GRAPH_REVISION` (an automatic
     export is then made again; one in a directory the user names is run as it is)."""
     return description.get("graph_revision", 1) < GRAPH_REVISION
+
+
+def older_int8(description: dict) -> bool:
+    """Whether the export's int8 files were made by an older :data:`INT8_REVISION` (or are absent)."""
+    if not description.get("quantized_model_file"):
+        return True
+    return description.get("int8_revision", 1) < INT8_REVISION

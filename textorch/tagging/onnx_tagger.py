@@ -33,7 +33,7 @@ from textorch.model_dir import load_checked, read_model_config
 from textorch.models.architecture_table import RNN_BUILDERS, get_architecture
 from textorch.models.crf_arrays import path_posteriors, softmax_paths, viterbi_paths
 from textorch.onnx.layout import (CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE,
-                                  made_from_other_weights, older_revision, read_description)
+                                  made_from_other_weights, older_int8, older_revision, read_description)
 from textorch.tagging.config import TASK, saved_configs
 from textorch.tagging.prediction import Prediction
 from textorch.tagging.word_table_calls import WordTableCalls
@@ -100,9 +100,9 @@ class OnnxTagger:
         except ConfigError:
             raise NotServed(f"unknown architecture {architecture!r}") from None
         exported = Path(export_dir) if export_dir is not None else directory / "onnx"
-        description = _current_description(exported, config, architecture, explicit=export_dir is not None)
-        char_files = description.get("char_encoder") if not quantized else None  # int8: one graph
-        network_file = char_files["network_file"] if char_files else (QUANTIZED_FILE if quantized else ONNX_FILE)
+        description = _current_description(exported, config, architecture, explicit=export_dir is not None,
+                                           quantized=quantized)
+        network_file, char_files = _graph_files(description, quantized)
         model_file = exported / network_file
         for path in (model_file, *([exported / char_files["model_file"]] if char_files else [])):
             if not path.is_file():
@@ -234,10 +234,12 @@ def _config_or_none(directory: Path) -> dict | None:
         return None
 
 
-def _current_description(exported: Path, config: dict, architecture: str, explicit: bool) -> dict:
+def _current_description(exported: Path, config: dict, architecture: str, explicit: bool,
+                         quantized: bool = False) -> dict:
     """The export's ``onnx-model.json`` when the export can run as it is: made from the weights the
     model directory holds now, by this format, of this architecture (and, unless the directory
-    was named, of the current graph revision, as ``--engine onnx`` would otherwise export again)."""
+    was named, of the current graph revision and, for ``quantized``, int8 revision, as
+    ``--engine onnx`` would otherwise export again)."""
     path = exported / DESCRIPTION_FILE
     try:
         description = read_description(exported)
@@ -256,7 +258,21 @@ def _current_description(exported: Path, config: dict, architecture: str, explic
         raise NotServed(f"{path}: exported from other weights")
     if not explicit and older_revision(description):
         raise NotServed(f"{path}: an older graph revision")
+    if quantized and not explicit and older_int8(description):
+        raise NotServed(f"{path}: no int8 files of the current revision")
     return description
+
+
+def _graph_files(description: dict, quantized: bool) -> tuple[str, dict | None]:
+    """The network's file, and the separate character encoder's description (None: the network
+    reads ``char_ids`` itself): the split graphs where the export has them, in int8 with
+    ``quantized`` (one int8 graph for an export that has no int8 split network)."""
+    char_files = description.get("char_encoder")
+    if not quantized:
+        return (char_files["network_file"], char_files) if char_files else (ONNX_FILE, None)
+    if char_files and char_files.get("quantized_network_file"):
+        return char_files["quantized_network_file"], char_files
+    return QUANTIZED_FILE, None
 
 
 def _word_table(described: dict | None, word_lookup: str, cache_dir: str | Path | None) -> WordTable | None:
