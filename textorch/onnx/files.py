@@ -185,7 +185,10 @@ def _quantize(source: Path, target: Path) -> None:
     ``reduce_range`` keeps weights to 7 bits. On x86 CPUs without VNNI, onnxruntime multiplies
     uint8 activations by int8 weights with an instruction whose 16-bit sums saturate, which
     garbles some outputs; 7-bit weights cannot saturate it, so one exported file is accurate on
-    every CPU it may be served on, at a negligible cost in resolution.
+    every CPU it may be served on, at a negligible cost in resolution. ``per_channel`` gives each
+    output row of a weight matrix its own scale, which the 7 bits need: with one scale per
+    matrix a GROBID date model changed a label its float model got right, per channel none, at
+    the same speed (docs/performance.md, "int8 LSTMs").
 
     The quantiser only quantises weights held as initializers; the exporter writes a recurrent
     layer's (reordered) weights as constant nodes, so those are made initializers first
@@ -201,7 +204,7 @@ def _quantize(source: Path, target: Path) -> None:
     root = logging.getLogger()
     root.addFilter(advice)
     try:
-        quantize_dynamic(str(prepared), str(target), reduce_range=True, weight_type=QuantType.QInt8)
+        quantize_dynamic(str(prepared), str(target), reduce_range=True, per_channel=True, weight_type=QuantType.QInt8)
     finally:
         root.removeFilter(advice)
         prepared.unlink(missing_ok=True)
