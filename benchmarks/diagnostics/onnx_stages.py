@@ -1,7 +1,7 @@
 """Where the torch-free tagger's time goes on a whole file: each stage, the network alone, and Wapiti.
 
     .venv/bin/python -m benchmarks onnx_stages --model DIR... --input FILE... [--input-format grobid]
-        [--batch-size 32] [--repeats 3] [--pause-collector]
+        [--batch-size 32] [--repeats 3] [--pause-collector] [--quantized]
         [--wapiti PATH --wapiti-model FILE... --wapiti-input FILE...]
 
 In one process and one thread, the ONNX Runtime tagger (``seq tag --engine onnx``; the model
@@ -65,7 +65,8 @@ def _timed_iterator(items: Iterator, clock: Callable[[float], None]) -> Iterator
         yield item
 
 
-def one_pass(model: str, path: str, input_format: str, batch_size: int) -> tuple[dict[str, float], str, int]:
+def one_pass(model: str, path: str, input_format: str, batch_size: int,
+             quantized: bool = False) -> tuple[dict[str, float], str, int]:
     """CPU seconds of each stage over the whole file, one pass, a fresh tagger; the SHA-256 of
     the text it wrote (the timing must not change a label: the test compares it); the tokens."""
     times = dict.fromkeys(STAGES, 0.0)
@@ -75,7 +76,7 @@ def one_pass(model: str, path: str, input_format: str, batch_size: int) -> tuple
             times[stage] += seconds
         return add
 
-    tagger = OnnxTagger.open(model, threads=1)
+    tagger = OnnxTagger.open(model, threads=1, quantized=quantized)
     tagger.session.run = _timed_method(tagger.session.run, clock_of("network_graph"))  # type: ignore[attr-defined]
     if tagger.char_session is not None:
         tagger.char_session.run = _timed_method(tagger.char_session.run, clock_of("char_graph"))  # type: ignore[attr-defined]
@@ -125,6 +126,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pause-collector", action="store_true",
                         help="pause the cyclic garbage collector during the passes, as `textorch --pause-collector` does")
+    parser.add_argument("--quantized", action="store_true",
+                        help="the int8 export (`seq tag --engine onnx --quantized`; `export onnx --quantize` first)")
     parser.add_argument("--wapiti", help="the wapiti binary, to time `wapiti label` on the same lines")
     parser.add_argument("--wapiti-model", nargs="+", help="the Wapiti model of each corpus")
     parser.add_argument("--wapiti-input", nargs="+", help="each file's lines without labels, as `wapiti label` reads them")
@@ -142,7 +145,8 @@ def main() -> None:
         if args.pause_collector:
             gc.disable()
         try:
-            results = [one_pass(model, path, args.input_format, args.batch_size) for _ in range(args.repeats)]
+            results = [one_pass(model, path, args.input_format, args.batch_size, args.quantized)
+                       for _ in range(args.repeats)]
         finally:
             gc.enable()
         passes = [times for times, _, _ in results]
@@ -161,9 +165,10 @@ def main() -> None:
                         "wapiti_cpu_s": wapiti})
         print_table([row], list(row))
     print_table(rows, list(rows[0]))
-    suffix = "-collector-paused" if args.pause_collector else ""
+    suffix = ("-int8" if args.quantized else "") + ("-collector-paused" if args.pause_collector else "")
     path = write_json(f"onnx-stages{suffix}", {"machine": machine(), "args": vars(args), "rows": rows, "runs": details,
-                                               "collector": "paused" if args.pause_collector else "running"})
+                                               "collector": "paused" if args.pause_collector else "running",
+                                               "engine": "onnx int8" if args.quantized else "onnx"})
     print(f"written: {path}")
 
 

@@ -5,6 +5,7 @@ imports torch."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,8 +75,6 @@ def test_the_same_answers_as_the_onnx_engine_of_the_labeler(tmp_path_factory, gr
 
 
 def test_served_only_from_a_current_export(tmp_path_factory, grobid_file: Path, tmp_path: Path) -> None:
-    import shutil
-
     model = tmp_path / "model"
     shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF"), model)
     description_file = model / "onnx" / DESCRIPTION_FILE
@@ -105,8 +104,6 @@ def test_served_only_from_a_current_export(tmp_path_factory, grobid_file: Path, 
 
 def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tmp_path_factory, grobid_file: Path,
                                                                               tmp_path: Path) -> None:
-    import shutil
-
     model = tmp_path / "model"
     shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE"), model)
     with pytest.raises(NotServed, match="int8"):
@@ -214,11 +211,16 @@ def test_the_stage_timing_diagnostic_times_every_stage_and_changes_no_label(tmp_
     assert tokens == sum(map(len, sequences))
     assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest()
 
+    int8_model = tmp_path_factory.mktemp("int8") / "model"
+    shutil.copytree(model, int8_model)
+    attach_onnx(SequenceLabeler.load(int8_model), int8_model, quantized=True)
+    _, digest, _ = one_pass(str(int8_model), str(grobid_file), "grobid", batch_size=4, quantized=True)
+    int8 = OnnxTagger.open(int8_model, threads=1, quantized=True).predict(sequences, batch_size=4, with_scores=False)
+    assert digest == hashlib.sha256("".join(grobid_block(s, p.labels) for s, p in zip(sequences, int8)).encode()).hexdigest()
+
 
 def test_a_graph_onnx_runtime_cannot_load_is_not_served_and_the_command_still_tags(
         tmp_path_factory, grobid_file: Path, tmp_path: Path) -> None:
-    import shutil
-
     from textorch.cli.main import main
 
     model = tmp_path / "model"
