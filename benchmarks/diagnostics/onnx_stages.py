@@ -18,7 +18,8 @@ whichever stage allocates when it runs. With ``--wapiti``, ``wapiti label`` tags
 Why: issue 41 asks for whole-process throughput at least Wapiti's. Where textorch is behind,
 this says whether anything around the network could close the gap, or whether the network's
 own graph already costs about what Wapiti's whole process does. One row per ``--model``; writes
-``results/onnx-stages.json`` (``onnx-stages-collector-paused.json`` with ``--pause-collector``).
+``results/onnx-stages.json`` (``onnx-stages-collector-paused.json`` with ``--pause-collector``;
+``onnx-stages-int8.json`` with ``--quantized``, the int8 export's tagger).
 """
 
 from __future__ import annotations
