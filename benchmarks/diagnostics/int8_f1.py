@@ -28,24 +28,27 @@ from textorch.data.readers import read_labelled
 from textorch.tagging.onnx_tagger import NotServed, OnnxTagger
 
 
-def int8_tagger(model: Path) -> OnnxTagger:
-    """The model's int8 ONNX Runtime tagger, its int8 files exported first when not current."""
+def int8_export(model: Path) -> Path | None:
+    """Where the model's current int8 export is: None for ``MODEL/onnx`` as it stands, else the
+    directory it was just exported to (``MODEL/onnx``, or a temporary one for a read-only model)."""
     try:
-        return OnnxTagger.open(model, quantized=True, threads=1)
+        OnnxTagger.open(model, quantized=True, threads=1)
+        return None
     except NotServed:
         from textorch.onnx.engine import attach_onnx
         from textorch.tagging.labeler import SequenceLabeler
 
-        attach_onnx(SequenceLabeler.load(model), model, quantized=True)
-        return OnnxTagger.open(model, quantized=True, threads=1)
+        return attach_onnx(SequenceLabeler.load(model), model, quantized=True)
 
 
 def compare_model(model: Path, test: Path, input_format: str | None) -> dict:
     """Both engines' labels of ``test``: per-sequence entity counts, F1 and what differs."""
     sequences = [s for s in read_labelled(test, input_format).sequences if len(s)]
     gold = [s.labels for s in sequences]
-    int8 = [p.labels for p in int8_tagger(model).predict(sequences, with_scores=False)]  # exports both, if need be
-    fp32 = [p.labels for p in OnnxTagger.open(model, threads=1).predict(sequences, with_scores=False)]
+    export = int8_export(model)
+    taggers = {quantized: OnnxTagger.open(model, export_dir=export, quantized=quantized, threads=1)
+               for quantized in (True, False)}
+    int8, fp32 = ([p.labels for p in taggers[q].predict(sequences, with_scores=False)] for q in (True, False))
     counts = {"fp32": sequence_counts(gold, fp32), "int8": sequence_counts(gold, int8)}
     return {
         "model": str(model), "test": str(test), "sequences": len(sequences), "tokens": sum(map(len, sequences)),

@@ -123,6 +123,12 @@ class Runner:
             return ["--engine", "onnx", "--quantized"]
         return ["--engine", self.textorch_engine]
 
+    def export_options(self) -> list[str] | None:
+        """``export onnx``'s options that make what :attr:`textorch_engine` runs; None: no export."""
+        if self.textorch_engine == "torch":
+            return None
+        return ["--quantize"] if self.textorch_engine == "onnx-int8" else []
+
     def command(self, system: str, args: list[str]) -> list[str]:
         if system == "delft":
             return [str(self.delft_python), str(HERE / "delft_runner.py"), *self.threads, *args]
@@ -364,11 +370,11 @@ def measure_whole_files(r: Runner, jobs: list[dict], files: dict, seed: int, set
         measured = {s: {"job": job["key"] if s != "wapiti" else f"{task}-wapiti", "model_mb": wapiti_peer.size_mb(models[s]),
                         "wall_s": [], "peak_rss_mb": []} for s in present}
         inputs = written["paths"]
-        if "textorch" in present and r.textorch_engine != "torch":  # making the export is part of making the model
-            quantize = ["--quantize"] if r.textorch_engine == "onnx-int8" else []
+        export_options = r.export_options()
+        if "textorch" in present and export_options is not None:  # making the export is part of making the model
             exported, _ = r.run(f"export-onnx-{task}", [*_textorch_cli(), "export", "onnx", "--model",
-                                                        str(models["textorch"]), "--cache-dir", str(r.cache), *quantize],
-                                expect_json=False)
+                                                        str(models["textorch"]), "--cache-dir", str(r.cache),
+                                                        *export_options], expect_json=False)
             if exported is None:  # tagging would export inside the timed runs: textorch is not measured here
                 present.remove("textorch")
                 del measured["textorch"]

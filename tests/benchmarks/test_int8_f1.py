@@ -13,6 +13,7 @@ from benchmarks.diagnostics import int8_f1  # noqa: E402
 from corpus_vectors import write_corpus_vectors  # noqa: E402
 from textorch.data.readers import read_labelled  # noqa: E402
 from textorch.embeddings import open_embeddings  # noqa: E402
+from textorch.onnx.engine import attach_onnx  # noqa: E402
 from textorch.onnx.layout import DESCRIPTION_FILE  # noqa: E402
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
@@ -41,6 +42,8 @@ def test_both_engines_are_scored_alike_and_the_int8_files_are_made_first(tmp_pat
     sequences = [s for s in read_labelled(data).sequences if len(s)]
     labeler = SequenceLabeler.load(model, engine="onnx")
     assert row["f1_fp32"] == pytest.approx(100 * labeler.evaluate(read_labelled(data))["f1"])
+    attach_onnx(labeler, model, quantized=True)  # the int8 model through the other route, scored by the library
+    assert row["f1_int8"] == pytest.approx(100 * labeler.evaluate(read_labelled(data))["f1"])
     fp32 = OnnxTagger.open(model).predict(sequences)
     int8 = OnnxTagger.open(model, quantized=True).predict(sequences)
     assert row["tokens_changed"] == sum(a != b for p, q in zip(fp32, int8) for a, b in zip(p.labels, q.labels))
@@ -55,3 +58,25 @@ def test_one_test_file_and_one_corpus_name_per_model(capsys: pytest.CaptureFixtu
         int8_f1.parse_args(["--model", "a", "b", "--test", "t", "--corpus", "date", "date"])
     assert exit_info.value.code == 2
     assert "one value each per model" in capsys.readouterr().err
+
+
+def test_the_int8_column_comes_from_the_int8_tagger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An int8 tagger that answers ``O`` everywhere shows in the int8 column alone."""
+    from conftest import write_tiny_grobid
+    from textorch.tagging.prediction import Prediction
+
+    data = write_tiny_grobid(tmp_path / "tiny.grobid.txt")
+    model = _saved_model(tmp_path, data)
+    real_open = OnnxTagger.open
+
+    def open_tagger(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        tagger = real_open(*args, **kwargs)
+        if kwargs.get("quantized"):
+            tagger.predict = lambda sequences, **_: [Prediction(["O"] * len(s), None) for s in sequences]
+        return tagger
+
+    monkeypatch.setattr(int8_f1.OnnxTagger, "open", open_tagger)
+    row = int8_f1.compare_model(model, data, "grobid")
+    fp32 = real_open(model).predict([s for s in read_labelled(data).sequences if len(s)])
+    assert row["f1_int8"] == 0.0 and row["f1_fp32"] > 0
+    assert row["tokens_changed"] == sum(label != "O" for p in fp32 for label in p.labels)

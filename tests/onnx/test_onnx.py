@@ -128,23 +128,32 @@ def _graph_inputs(labeler: SequenceLabeler, sequences: list) -> dict[str, np.nda
 
 def test_int8_graphs_run_their_lstms_in_int8(tmp_path: Path, tiny_grobid: Path) -> None:
     """The exporter writes an LSTM's weights as constant nodes, which the quantiser skips unless
-    they are made initializers first: then every LSTM of the int8 graphs is quantised (the
-    character encoder, run once per distinct token, stays float), and the int8 network's
-    emissions stay close to the float one's."""
+    they are made initializers first: then the network's LSTM is quantised (one scale per weight
+    row) in both int8 graphs, while ``model.int8.onnx`` keeps the character encoder's LSTM in
+    float, as the split route runs it; the int8 emissions stay close to the float ones."""
     import onnx
     import onnxruntime
+    from onnx import numpy_helper
 
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
     out = export_labeler(labeler, tmp_path / "export", quantize=True)
 
-    def op_types(name: str) -> list[str]:
-        return [node.op_type for node in onnx.load(str(out / name)).graph.node]
+    def nodes(name: str) -> list:
+        return list(onnx.load(str(out / name)).graph.node)
 
-    assert "LSTM" in op_types("model.onnx") and "LSTM" in op_types("model-char-vectors.onnx")
-    for int8_file in ("model.int8.onnx", "model-char-vectors.int8.onnx"):
-        ops = op_types(int8_file)
-        assert "LSTM" not in ops and "DynamicQuantizeLSTM" in ops, int8_file
-    assert "DynamicQuantizeLSTM" not in op_types("char-encoder.onnx")
+    assert [n.op_type for n in nodes("model.onnx")].count("LSTM") == 2  # characters, then words
+    one_graph, split = nodes("model.int8.onnx"), nodes("model-char-vectors.int8.onnx")
+    assert [n.op_type for n in split].count("LSTM") == 0
+    def names(graph_nodes: list, op_type: str) -> list[str]:
+        return [n.name for n in graph_nodes if n.op_type == op_type]
+
+    assert len(names(one_graph, "LSTM")) == 1  # the character encoder's, left in float
+    assert names(one_graph, "DynamicQuantizeLSTM") == names(split, "DynamicQuantizeLSTM")  # the word LSTM, in both
+    assert len(names(split, "DynamicQuantizeLSTM")) == 1 and names(one_graph, "LSTM") != names(split, "DynamicQuantizeLSTM")
+    initializers = {t.name: t for t in onnx.load(str(out / "model-char-vectors.int8.onnx")).graph.initializer}
+    quantized_lstm = next(n for n in split if n.op_type == "DynamicQuantizeLSTM")
+    w_scale = numpy_helper.to_array(initializers[quantized_lstm.input[8]])
+    assert w_scale.size > 1  # per channel: one scale per row of the input weights
     inputs = _graph_inputs(labeler, read_labelled(tiny_grobid).sequences[:6])
     sessions = [onnxruntime.InferenceSession(str(out / name), providers=["CPUExecutionProvider"])
                 for name in ("model.onnx", "model.int8.onnx")]

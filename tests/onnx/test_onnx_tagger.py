@@ -120,6 +120,13 @@ def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tm
     assert [len(p.labels) for p in int8] == [len(s) for s in sequences]
     agree = sum(a == b for p, q in zip(int8, fp32) for a, b in zip(p.labels, q.labels))
     assert agree >= 0.95 * sum(map(len, sequences))
+    one_graph = labeler.predict(sequences)  # model.int8.onnx, its character encoder left in float
+    assert [p.labels for p in one_graph] == [p.labels for p in int8]
+    for a, b in zip(one_graph, int8):
+        np.testing.assert_allclose(b.scores, a.scores, atol=1e-3)
+    exported_at = description_file.stat().st_mtime_ns
+    attach_onnx(SequenceLabeler.load(model), model, quantized=True)
+    assert description_file.stat().st_mtime_ns == exported_at  # a current int8 export is not made again
 
     older = {k: v for k, v in json.loads(description_file.read_text()).items() if k != "int8_revision"}
     del older["char_encoder"]["quantized_network_file"]

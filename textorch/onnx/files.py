@@ -133,7 +133,9 @@ def write_export(output: str | Path, graph: Graph, json_files: dict[str, object]
                  quantized_extras: dict[str, str] | None = None) -> Path:
     """Export ``graph`` to ``output/model.onnx`` (and ``model.int8.onnx``), each of ``extra_graphs``
     to its file name, plus the given files, atomically. With ``quantize``, ``quantized_extras``
-    maps an extra graph's file to the file of its int8 twin."""
+    maps an extra graph's file to the file of its int8 twin; the first of them (a tagger's
+    network over character vectors) also decides what ``model.int8.onnx`` quantises, so that
+    both int8 routes of a tagger compute alike (:func:`_quantize`'s ``like``)."""
     output = Path(output)
     check_output(output)
     with staged_directory(output) as staging:
@@ -141,9 +143,10 @@ def write_export(output: str | Path, graph: Graph, json_files: dict[str, object]
         for name, extra in (extra_graphs or {}).items():
             _export_graph(extra, staging / name)
         if quantize:
-            _quantize(staging / ONNX_FILE, staging / QUANTIZED_FILE)
             for name, int8_name in (quantized_extras or {}).items():
                 _quantize(staging / name, staging / int8_name)
+            network = next(iter(quantized_extras or {}), None)
+            _quantize(staging / ONNX_FILE, staging / QUANTIZED_FILE, like=staging / network if network else None)
         for name, content in json_files.items():
             (staging / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         for name, data in (binary_files or {}).items():
@@ -179,32 +182,40 @@ class _DropAdvice(logging.Filter):
         return not ("unsupported type to quantize" in message and "elem_type: 7" in message)
 
 
-def _quantize(source: Path, target: Path) -> None:
+def _quantize(source: Path, target: Path, like: Path | None = None) -> None:
     """Dynamic int8 quantisation: weights stored as int8, activations quantised on the fly.
 
     ``reduce_range`` keeps weights to 7 bits. On x86 CPUs without VNNI, onnxruntime multiplies
     uint8 activations by int8 weights with an instruction whose 16-bit sums saturate, which
     garbles some outputs; 7-bit weights cannot saturate it, so one exported file is accurate on
     every CPU it may be served on, at a negligible cost in resolution. ``per_channel`` gives each
-    output row of a weight matrix its own scale, which the 7 bits need: with one scale per
-    matrix a GROBID date model changed a label its float model got right, per channel none, at
-    the same speed (docs/performance.md, "int8 LSTMs").
+    output row of a weight matrix its own scale, which keeps the 7 bits' error far below one
+    scale for the whole matrix.
 
     The quantiser only quantises weights held as initializers; the exporter writes a recurrent
     layer's (reordered) weights as constant nodes, so those are made initializers first
-    (:func:`_constants_as_initializers`), else every LSTM would stay float."""
+    (:func:`_constants_as_initializers`), else every LSTM would stay float.
+
+    ``like``: only the nodes this graph also has (by name) are quantised. A tagger's
+    ``model.onnx`` then keeps its character encoder in float, as the split route runs it
+    (``char-encoder.onnx`` in float, once per distinct token, then the int8 network)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(str(source))
     _constants_as_initializers(model.graph)
+    excluded = None
+    if like is not None:
+        shared = {node.name for node in onnx.load(str(like)).graph.node}
+        excluded = [node.name for node in model.graph.node if node.name not in shared]
     prepared = target.with_name(target.name + ".float")
     onnx.save(model, str(prepared))
     advice = _DropAdvice()
     root = logging.getLogger()
     root.addFilter(advice)
     try:
-        quantize_dynamic(str(prepared), str(target), reduce_range=True, per_channel=True, weight_type=QuantType.QInt8)
+        quantize_dynamic(str(prepared), str(target), reduce_range=True, per_channel=True, weight_type=QuantType.QInt8,
+                         nodes_to_exclude=excluded)
     finally:
         root.removeFilter(advice)
         prepared.unlink(missing_ok=True)

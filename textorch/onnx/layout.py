@@ -34,7 +34,8 @@ INT8_REVISION = 2
 """How textorch quantises (the int8 files only). Revision 1 left recurrent layers in float: the
 exporter writes their weights as constant nodes, which ONNX Runtime's quantiser passes over;
 revision 2 makes them initializers first, so LSTMs run in int8 too, quantises each weight row
-with its own scale, and adds the int8 twin of the split network. An automatic export whose int8 files are older is redone when they are asked for."""
+with its own scale, and adds the int8 twin of the split network. An automatic export whose int8
+files are older is redone when they are asked for."""
 OPSET = 17
 
 
