@@ -356,3 +356,18 @@ def test_gzipped_input_streams_as_the_whole_file_reader_reads_it(tmp_path: Path)
     broken.write_bytes(gzip.compress(plain.read_bytes())[:-12])
     with pytest.raises(DataError, match="cannot read file"):
         list(numbered_lines(broken))
+
+
+def test_grobid_rows_given_as_text_are_warned_about_and_real_text_is_not(
+        models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A features model's training layout passed with the default ``--input-format text`` is
+    tagged line by line as texts; the command says so on stderr, naming the file, and only then."""
+    rows, text = _grobid_input(tmp_path / "in.grobid", 4), _text_input(tmp_path / "in.txt", 6)
+    for path, warned in ((rows, True), (text, False)):
+        capsys.readouterr()
+        assert main(["seq", "tag", "--model", str(models["grobid"]), "--input", str(path),
+                     "--output", str(tmp_path / "out.json"), "--device", "cpu", *SMALL]) == 0
+        expected = (f"WARNING {path}: its first lines look like GROBID feature rows (a token and 4 feature columns, "
+                    "as this model's training data), but --input-format is text: each line is tagged as a text. "
+                    "Pass --input-format grobid to tag them as tokens.")
+        assert (expected in capsys.readouterr().err) is warned

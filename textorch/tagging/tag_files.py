@@ -10,7 +10,9 @@ read, so memory does not grow with the file. The whole-file functions stay for t
 from __future__ import annotations
 
 import gzip
+import logging
 import time
+from itertools import islice
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -54,6 +56,7 @@ def stream_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -
     """The sequences :func:`read_for_tagging` reads, one at a time, as the file is read."""
     _check_format(input_format)
     if input_format == "text":
+        _warn_if_feature_rows(path, labeler)
         return stream_text(path)
     if input_format == "grobid":
         return stream_grobid(path, labelled=False, n_features=_grobid_width(path, labeler))
@@ -170,12 +173,37 @@ def _grobid_width(path: str, labeler: SequenceLabeler) -> int:
 
 def _first_fields(path: str) -> list[str]:
     """The fields of the first non-blank line; none when unreadable (the reader then names the problem)."""
+    return next(iter(_leading_fields(path, 1)), [])
+
+
+def _leading_fields(path: str, count: int) -> list[list[str]]:
+    """The fields of the first ``count`` non-blank lines; none when unreadable."""
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
-            return next((line.split() for line in lines if line.strip()), [])
+            return list(islice((line.split() for line in lines if line.strip()), count))
     except OSError:
         return []
+
+
+FEATURE_ROWS_CHECKED = 3
+"""Leading lines that must all look like the model's GROBID rows before text input is warned about."""
+
+
+def _warn_if_feature_rows(path: str, labeler: SequenceLabeler) -> None:
+    """Warn when text input looks like the GROBID rows a features model was trained on: every
+    one of its first lines has the token plus the model's feature columns (a label column
+    allowed). As text, each such line would be tagged as a sentence of feature values, a
+    plausible-looking but meaningless answer; a few lines of real text rarely share that width."""
+    if labeler.input_format != "grobid" or not labeler.n_features:
+        return
+    widths = {labeler.n_features + 1, labeler.n_features + 2}
+    leading = _leading_fields(path, FEATURE_ROWS_CHECKED)
+    if len(leading) == FEATURE_ROWS_CHECKED and all(len(fields) in widths for fields in leading):
+        logging.getLogger(__name__).warning(
+            "%s: its first lines look like GROBID feature rows (a token and %d feature columns, as this "
+            "model's training data), but --input-format is text: each line is tagged as a text. "
+            "Pass --input-format grobid to tag them as tokens.", path, labeler.n_features)
 
 
 def tag_corpus(
