@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -371,3 +372,15 @@ def test_grobid_rows_given_as_text_are_warned_about_and_real_text_is_not(
                     "as this model's training data), but --input-format is text: each line is tagged as a text. "
                     "Pass --input-format grobid to tag them as tokens.")
         assert (expected in capsys.readouterr().err) is warned
+
+
+def test_the_whole_file_reader_warns_about_grobid_rows_given_as_text_too(
+        models: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``read_for_tagging`` (the API's whole-file route) gives the same warning as the command,
+    and still reads each line as a text."""
+    rows = _grobid_input(tmp_path / "in.grobid", 4)
+    labeler = SequenceLabeler.load(models["grobid"], device="cpu")
+    with caplog.at_level(logging.WARNING, logger="textorch.tagging.tag_files"):
+        corpus = read_for_tagging(str(rows), "text", labeler)
+    assert [r.getMessage().split(":")[0] for r in caplog.records if "GROBID feature rows" in r.getMessage()] == [str(rows)]
+    assert len(corpus.sequences) == len(rows.read_text().splitlines())

@@ -12,9 +12,9 @@ from __future__ import annotations
 import gzip
 import logging
 import time
-from itertools import islice
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from textorch.data.corpus import Corpus, TokenSequence
@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # a tagger is handed in: ONNX Runtime's own tagger runs here 
     from textorch.tagging.labeler import SequenceLabeler
 
 INPUT_FORMATS = ("text", "conll", "grobid")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> 
     """Read input to tag; a gold label column in CoNLL/GROBID input is recognised and ignored."""
     _check_format(input_format)
     if input_format == "text":
+        _warn_if_feature_rows(path, labeler)
         return read_text(path)
     if input_format == "grobid":
         return read_grobid(path, labelled=False, n_features=_grobid_width(path, labeler))
@@ -200,7 +203,7 @@ def _warn_if_feature_rows(path: str, labeler: SequenceLabeler) -> None:
     widths = {labeler.n_features + 1, labeler.n_features + 2}
     leading = _leading_fields(path, FEATURE_ROWS_CHECKED)
     if len(leading) == FEATURE_ROWS_CHECKED and all(len(fields) in widths for fields in leading):
-        logging.getLogger(__name__).warning(
+        logger.warning(
             "%s: its first lines look like GROBID feature rows (a token and %d feature columns, as this "
             "model's training data), but --input-format is text: each line is tagged as a text. "
             "Pass --input-format grobid to tag them as tokens.", path, labeler.n_features)
