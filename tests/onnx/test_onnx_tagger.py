@@ -209,14 +209,15 @@ def test_the_stage_timing_diagnostic_times_every_stage_and_changes_no_label(tmp_
     from textorch.data.writers import grobid_block
 
     model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
-    times, digest, tokens = one_pass(str(model), str(grobid_file), "grobid", batch_size=4)  # gold labels are read and ignored
-    assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values())
-    assert times["network_graph"] > 0 and times["parse"] > 0 and times["encode"] > 0
     sequences = read_labelled(grobid_file).sequences
     plain = OnnxTagger.open(model, threads=1).predict(sequences, batch_size=4, with_scores=False)
     expected = "".join(grobid_block(s, p.labels) for s, p in zip(sequences, plain))
-    assert tokens == sum(map(len, sequences))
-    assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest()
+    for route in ("rows", "sequences"):  # gold labels are read and ignored
+        times, digest, tokens = one_pass(str(model), str(grobid_file), "grobid", batch_size=4, route=route)
+        assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values())
+        assert times["network_graph"] > 0 and times["parse"] > 0 and times["encode"] > 0 and times["write"] > 0, route
+        assert tokens == sum(map(len, sequences))
+        assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest(), route
 
     int8_model = tmp_path_factory.mktemp("int8") / "model"
     shutil.copytree(model, int8_model)

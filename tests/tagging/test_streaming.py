@@ -268,8 +268,10 @@ def test_progress_bar_only_on_a_terminal_and_not_when_quiet(monkeypatch: pytest.
         monkeypatch.setattr(sys, "stderr", stream)
         with TaggingProgress("tagging", enabled) as progress:
             progress.update(5, 120)
-            progress.bar.refresh()
+            if progress.bar is not None:
+                progress.bar.refresh()
         assert ("120 tok" in stream.getvalue() and "5 seq" in stream.getvalue()) == drawn, stream.getvalue()
+        assert (progress.bar is not None) == drawn
 
 
 # ---------------------------------------------------------------------------- two processes

@@ -123,9 +123,20 @@ def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLa
     complete or, after a failure, as ``OUTPUT.partial`` (see :mod:`textorch.data.staged_output`).
     Only the CoNLL and GROBID outputs go without confidences: a CRF then skips its
     forward-backward pass."""
-    sequences = tag_files.stream_for_tagging(args.input, input_format, labeler)
     chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
     progress = TaggingProgress("tagging", ctx.shows_progress and not args.quiet)
+    if _tags_rows(labeler, input_format, output_format, with_scores, ctx):
+        from textorch.tagging.row_tagging import RowTaggingRun
+
+        n_features = tag_files.grobid_width(args.input, labeler)  # type: ignore[arg-type]
+        with progress, staged_output(output, write=ctx.is_main) as staged:
+            rows = RowTaggingRun(labeler, args.input, n_features, batch_size, chunk, progress)  # type: ignore[arg-type]
+            for text, n_sequences in rows:
+                if staged is not None:
+                    staged.out.write(text)
+                    staged.items += n_sequences
+        return rows
+    sequences = tag_files.stream_for_tagging(args.input, input_format, labeler)
     with progress, staged_output(output, write=ctx.is_main) as staged:
         writer = tag_files.TaggedWriter(staged, output_format, model_name, labels_as) if staged is not None else None
         run = tag_files.TaggingRun(labeler, sequences, batch_size, ctx, with_scores, chunk, progress)
@@ -135,6 +146,13 @@ def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLa
         if writer is not None:
             writer.set_runtime(run.tag_s)
     return run
+
+
+def _tags_rows(labeler: object, input_format: str, output_format: str, with_scores: bool, ctx: DistContext) -> bool:
+    """Whether the run takes the row path (:mod:`textorch.tagging.row_tagging`): GROBID in and
+    out, no confidences, one process, the ONNX Runtime tagger (which encodes columns)."""
+    return (input_format == output_format == "grobid" and not with_scores and ctx.world_size == 1
+            and hasattr(labeler, "tag_columns"))
 
 
 def add_streaming_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

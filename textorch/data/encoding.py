@@ -59,6 +59,19 @@ class CallArrays:
 
 
 @dataclass
+class EncodedCall:
+    """One ``encode_many`` call's arrays and where each sequence lies in them."""
+
+    arrays: CallArrays
+    type_table: np.ndarray
+    """Character ids of every token type of the call (see :attr:`EncodedSequence.type_table`)."""
+    bounds: np.ndarray
+    """int64 ``(sequences + 1,)``: sequence ``i`` is rows ``bounds[i]:bounds[i + 1]``."""
+    char_widths: np.ndarray
+    """int64 characters of each sequence's widest token (at least 1)."""
+
+
+@dataclass
 class EncodedSequence:
     """Index arrays of one sequence; ``word_ids`` index a :class:`WordTable`."""
 
@@ -197,12 +210,35 @@ class SequenceEncoder:
         ``word_rows`` (a :meth:`WordTable.index`) gives the distinct tokens their word-vector
         rows, also looked up once per token type.
         """
+        tokens = [token for sequence in sequences for token in sequence.tokens]
+        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        encoded = self.encode_call(tokens, lengths, self._column_values(sequences), word_rows,
+                                   without_features=[i for i, s in enumerate(sequences) if not s.features])
+        call, table = encoded.arrays, encoded.type_table
+        casing, feature_ids, word_ids, type_ids, template_rows = (
+            call.casing_ids, call.feature_ids, call.word_ids, call.type_ids, call.template_rows)
+        starts, ends = encoded.bounds[:-1].tolist(), encoded.bounds[1:].tolist()
+        return [
+            EncodedSequence(
+                casing[a:b], None if feature_ids is None else feature_ids[a:b], self._labels_of(sequence, with_labels),
+                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width,
+                None if template_rows is None else template_rows[a:b], call=call, start=a,
+            )
+            for sequence, a, b, width in zip(sequences, starts, ends, encoded.char_widths.tolist())
+        ]
+
+    def encode_call(self, tokens: list[str], lengths: np.ndarray, values: ColumnValues,
+                    word_rows: Callable[[list[str]], np.ndarray] | None = None,
+                    without_features: list[int] | None = None) -> EncodedCall:
+        """The arrays of :meth:`encode_many` for sequences given as columns: every token end to
+        end, each sequence's length, and the feature columns :attr:`columns_read` names
+        (``without_features``: sequences that have none, whose feature ids are zeros). For
+        callers that never build a :class:`TokenSequence` (:mod:`textorch.data.row_chunks`)."""
         if len(self.chars) != self._shapes_vocab_size:
             self._shapes.clear()
             self._shapes_vocab_size = len(self.chars)
-        tokens = [token for sequence in sequences for token in sequence.tokens]
-        bounds = np.fromiter(itertools.accumulate((len(sequence.tokens) for sequence in sequences), initial=0),
-                             dtype=np.int64, count=len(sequences) + 1)  # cheaper than np.cumsum on a short list
+        bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=bounds[1:])
         type_of = dict.fromkeys(tokens)
         for i, token in enumerate(type_of):
             type_of[token] = i
@@ -214,20 +250,11 @@ class SequenceEncoder:
         table = _char_table(char_ids, widths)
         casing = np.fromiter((casing for _, casing in shapes), dtype=np.int64, count=len(shapes))[type_ids]
         word_ids = None if word_rows is None else word_rows(distinct)[type_ids]
-        sequence_widths = _widest_per_sequence(widths[type_ids], bounds)
-        starts, ends = bounds[:-1].tolist(), bounds[1:].tolist()
-        values = self._column_values(sequences)
-        template_rows = None if self.templates is None else self.templates.call_rows(sequences, values, np.diff(bounds))
-        feature_ids = self._feature_ids(sequences, bounds, values)
+        char_widths = np.asarray(_widest_per_sequence(widths[type_ids], bounds), dtype=np.int64)
+        template_rows = None if self.templates is None else self.templates.call_rows(None, values, lengths)
+        feature_ids = self._feature_ids(bounds, values, without_features or [])
         call = CallArrays(casing, feature_ids, word_ids, type_ids, template_rows)
-        return [
-            EncodedSequence(
-                casing[a:b], None if feature_ids is None else feature_ids[a:b], self._labels_of(sequence, with_labels),
-                None if word_ids is None else word_ids[a:b], type_ids[a:b], table, width,
-                None if template_rows is None else template_rows[a:b], call=call, start=a,
-            )
-            for sequence, a, b, width in zip(sequences, starts, ends, sequence_widths)
-        ]
+        return EncodedCall(call, table, bounds, char_widths)
 
     def _shape(self, token: str) -> tuple[list[int], int]:
         """Character ids and casing class of a token string, kept across calls (bounded)."""
@@ -240,16 +267,19 @@ class SequenceEncoder:
             self._shapes[token] = shape
         return shape
 
-    def _column_values(self, sequences: list[TokenSequence]) -> ColumnValues:
+    @property
+    def columns_read(self) -> list[int]:
         """Every feature column the feature channel or the template features read, by
-        :func:`textorch.data.columns.column_values`' number, read once for both."""
+        :func:`textorch.data.columns.column_values`' number (-1: the token), read once for both."""
         columns = set(self.feature_columns)
         if self.templates is not None:
             columns.update(self.templates.feature_columns)
-        return read_columns(sequences, sorted(columns))
+        return sorted(columns)
 
-    def _feature_ids(self, sequences: list[TokenSequence], bounds: np.ndarray,
-                     values: ColumnValues) -> np.ndarray | None:
+    def _column_values(self, sequences: list[TokenSequence]) -> ColumnValues:
+        return read_columns(sequences, self.columns_read)
+
+    def _feature_ids(self, bounds: np.ndarray, values: ColumnValues, without_features: list[int]) -> np.ndarray | None:
         """``(tokens, slots)`` ids of the feature channel's columns for all ``sequences`` end to
         end (``bounds`` cut them apart): unseen values (and a column a sequence lacks) get
         ``<unk>``, a sequence without features zeros. One column at a time over the whole call:
@@ -260,9 +290,8 @@ class SequenceEncoder:
         for slot, column in enumerate(self.feature_columns):
             vocabulary = self.features[slot]
             feature_ids[:, slot] = values.ids(column, vocabulary._index, vocabulary.unk_id)
-        for i, sequence in enumerate(sequences):
-            if not sequence.features:
-                feature_ids[bounds[i]:bounds[i + 1]] = 0
+        for i in without_features:
+            feature_ids[bounds[i]:bounds[i + 1]] = 0
         return feature_ids
 
     def _labels_of(self, sequence: TokenSequence, with_labels: bool) -> np.ndarray | None:

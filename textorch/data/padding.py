@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from textorch.data.encoding import EncodedSequence
+from textorch.data.encoding import CallArrays, EncodedSequence
 
 Padder = Callable[..., np.ndarray]
 """``pad(name, fill=0)``: the batch's ``(B, L, ...)`` array of the sequences' array ``name``."""
@@ -22,7 +22,12 @@ def _gatherer(items: list[EncodedSequence], mask: np.ndarray) -> Padder | None:
     call = items[0].call
     if call is None or any(item.call is not call for item in items):
         return None
-    starts = np.fromiter([item.start for item in items], dtype=np.int64, count=len(items))
+    return call_padder(call, np.fromiter([item.start for item in items], dtype=np.int64, count=len(items)), mask)
+
+
+def call_padder(call: CallArrays, starts: np.ndarray, mask: np.ndarray) -> Padder:
+    """A :data:`Padder` of the batch whose sequence ``b`` is the rows of ``call``'s arrays from
+    ``starts[b]`` on, ``mask[b].sum()`` of them: one gather per array."""
     index = starts[:, None] + np.arange(mask.shape[1])
     padding = None if mask.all() else ~mask
     if padding is not None:

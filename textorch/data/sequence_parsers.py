@@ -178,6 +178,15 @@ class GrobidParser:
         self.has_label = labelled
         self.n_feat = n_features if n_features is not None else 0
         self.widths: set[int] = set()
+        self.fixed: tuple[int, int] = (0, 0)
+        """The field count every line must have and the line that set it; (0, 0): the first
+        token line sets it."""
+
+    def fix_layout(self, has_label: bool, n_features: int, width: int, line: int) -> None:
+        """Hold every line to the layout an earlier part of the same file set (``width`` fields,
+        as on ``line``): for parsing a file's later part alone (:mod:`textorch.data.row_chunks`)."""
+        self.has_label, self.n_feat = has_label, n_features
+        self.fixed = (width, line)
 
     def extra(self) -> tuple[int, dict]:
         """The widest feature layout of the file read so far and ``Corpus.extra``."""
@@ -197,8 +206,7 @@ class GrobidParser:
         features: list[list[str]] = []
         labels: list[str] = []
         valid_labels: set[str] = set()
-        expected = 0
-        expected_line = 0
+        expected, expected_line = self.fixed
         first_line = 0
         ragged = labelled and n_features is None
         has_label, stop = self.has_label, 1 + self.n_feat

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Iterable, Iterator
+from itertools import count
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
@@ -45,6 +46,16 @@ def numbered_lines(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator
 
     As the whole-file readers split, the last item is what follows the last newline (an empty
     string when the file ends with one, or is empty).
+    """
+    for before, lines in numbered_blocks(path, block_bytes):
+        yield from zip(count(before + 1), lines)
+
+
+def numbered_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, list[str]]]:
+    """The lines of :func:`numbered_lines` a block at a time: ``(lines before the block, its lines)``.
+
+    For readers that work on a block's lines at once (:mod:`textorch.data.row_chunks`) rather
+    than line by line. A bad byte raises its ``DataError`` once the lines before it are handed out.
     """
     lineno = 0
     carry = b""
@@ -81,9 +92,9 @@ def numbered_lines(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator
             lines = text.split("\n")
             if block or failure is not None:
                 lines.pop()  # the empty item after the block's last newline: the next block starts there
-            for line in lines:
-                lineno += 1
-                yield lineno, line
+            if lines:
+                yield lineno, lines
+            lineno += len(lines)
             if failure is not None:
                 raise failure
             if not block:

@@ -17,6 +17,7 @@ array), so tagging gathers them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,9 +26,53 @@ from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template, template_text
 
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant of multiplicative hashing
+TOKENS_PER_PASS = 1024
+"""Tokens whose rows :meth:`TemplateFeaturizer.call_rows` computes in one pass (about, whole
+sequences): large enough that NumPy's per-call cost is small, small enough to stay in cache."""
 LOOKUP_LIMIT = 1 << 16
 """Templates with at most this many value combinations get a lookup array of their rows (built
 once per model); the others search the table for each token's key."""
+
+
+@dataclass
+class _LookupGroup:
+    """Lookup templates of one cell count, done together by :meth:`TemplateFeaturizer._pass_rows`:
+    template ``templates[i]``'s row for cell values ``v`` is ``rows[offsets[i] + sum(v * strides[i])]``."""
+
+    templates: np.ndarray  # (T,) template numbers
+    cells: np.ndarray  # (T, cells) cell slots of the cell matrix
+    strides: np.ndarray  # (T, cells) row-major strides of each template's value combinations
+    offsets: np.ndarray  # (T,) where each template's combinations start in rows
+    rows: np.ndarray  # every template's lookup array, end to end
+
+
+class _Plan:
+    """How a featurizer's templates read a call, worked out once per table: the distinct cells
+    and, per row offset, which columns they read; the lookup templates grouped by cell count;
+    the templates searched in the table instead."""
+
+    def __init__(self, featurizer: "TemplateFeaturizer") -> None:
+        cells = sorted({cell for template in featurizer.templates for cell in template.cells})
+        self.cell_slot = {cell: slot for slot, cell in enumerate(cells)}
+        self.columns = sorted({column for _, column in cells})
+        column_slot = {column: slot for slot, column in enumerate(self.columns)}
+        self.sizes = np.array([len(featurizer.vocabularies[column]) + 1 for column in self.columns], dtype=np.int64)
+        self.by_row: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for row in sorted({row for row, _ in cells}):
+            mine = [cell for cell in cells if cell[0] == row]
+            self.by_row[row] = (np.array([self.cell_slot[c] for c in mine], dtype=np.int64),
+                                np.array([column_slot[c[1]] for c in mine], dtype=np.int64))
+        self.groups: list[_LookupGroup] = []
+        for arity in sorted({len(featurizer.templates[k].cells) for k in featurizer._lookups}):
+            ks = [k for k in sorted(featurizer._lookups) if len(featurizer.templates[k].cells) == arity]
+            strides = [[int(np.prod(featurizer._lookups[k][0][j + 1:])) for j in range(arity)] for k in ks]
+            sizes = [len(featurizer._lookups[k][1]) for k in ks]
+            self.groups.append(_LookupGroup(
+                np.array(ks, dtype=np.int64),
+                np.array([[self.cell_slot[cell] for cell in featurizer.templates[k].cells] for k in ks], dtype=np.int64),
+                np.array(strides, dtype=np.int64), np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
+                np.concatenate([featurizer._lookups[k][1] for k in ks])))
+        self.searched = [k for k in range(len(featurizer.templates)) if k not in featurizer._lookups]
 
 
 def _mixed(key: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -49,6 +94,7 @@ class TemplateFeaturizer:
         self.table = np.zeros(0, dtype=np.uint64)
         self._lookups: dict[int, tuple[list[int], np.ndarray]] = {}
         """Template -> (value count of each cell, row of every value combination, row-major)."""
+        self._plan = _Plan(self)
         if table is not None:
             self.use_table(table)
 
@@ -64,8 +110,8 @@ class TemplateFeaturizer:
             vocabularies[column] = {value: i for i, value in enumerate(vocabulary, start=1)}
         featurizer = cls(templates, vocabularies)
         ids, position, length = featurizer._positions(sequences)
-        keys = [featurizer._keys(k, [featurizer._cell_values(ids[column], position, length, row, column)
-                                     for row, column in template.cells])
+        cells = featurizer._cell_matrix(ids, position, length)
+        keys = [featurizer._keys(k, [cells[featurizer._plan.cell_slot[cell]] for cell in template.cells])
                 for k, template in enumerate(templates)]
         seen = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.uint64)
         featurizer.use_table(seen[seen != 0])
@@ -86,6 +132,7 @@ class TemplateFeaturizer:
                 key = _mixed(key, values.astype(np.uint64))
             key[(combos == 0).any(axis=0)] = 0
             self._lookups[k] = (counts, self._rows_of(key))
+        self._plan = _Plan(self)
 
     @property
     def n_rows(self) -> int:
@@ -99,60 +146,81 @@ class TemplateFeaturizer:
         the token, ``k``: the ``k``-th feature column after it)."""
         return [column - 1 for column in self.vocabularies]
 
-    def call_rows(self, sequences: Sequence[TokenSequence], values: ColumnValues | None = None,
+    def call_rows(self, sequences: Sequence[TokenSequence] | None, values: ColumnValues | None = None,
                   lengths: np.ndarray | None = None) -> np.ndarray:
         """The ``(tokens, templates)`` int64 rows of the weight table of all ``sequences`` end to
         end. ``values``: :attr:`feature_columns` as :func:`read_columns` reads them, when the
-        caller read them already for other features."""
+        caller read them already for other features; with ``lengths`` too, ``sequences`` is not
+        read (None: a caller that holds columns, not sequences)."""
         ids, position, length = self._positions(sequences, values, lengths)
-        out = np.zeros((len(position), len(self.templates)), dtype=np.int64)
-        cells: dict[tuple[int, int], np.ndarray] = {}  # templates share cells: each is read once
-        for k, template in enumerate(self.templates):
-            for row, column in template.cells:
-                if (row, column) not in cells:
-                    cells[row, column] = self._cell_values(ids[column], position, length, row, column)
-            cell_values = [cells[cell] for cell in template.cells]
-            lookup = self._lookups.get(k)
-            if lookup is not None:
-                counts, rows = lookup
-                flat = cell_values[0]
-                for count, more in zip(counts[1:], cell_values[1:]):
-                    flat = flat * count + more
-                out[:, k] = rows[flat]
-            else:
-                out[:, k] = self._rows_of(self._keys(k, cell_values))
+        out = np.empty((len(position), len(self.templates)), dtype=np.int64)
+        # A pass over a few thousand tokens at a time, cut between sequences (no cell reads past
+        # its sequence): every template's arrays of a pass stay in the processor's cache.
+        ends = np.flatnonzero(position + 1 == length) + 1
+        cuts = np.unique(ends[np.minimum(np.searchsorted(ends, np.arange(TOKENS_PER_PASS, len(position), TOKENS_PER_PASS)),
+                                         len(ends) - 1)]) if len(ends) else ends
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(position)]):
+            if b > a:
+                out[a:b] = self._pass_rows({column: values[a:b] for column, values in ids.items()},
+                                           position[a:b], length[a:b]).T
         return out
 
-    def _positions(self, sequences: Sequence[TokenSequence], values: ColumnValues | None = None,
+    def _pass_rows(self, ids: dict[int, np.ndarray], position: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """:meth:`call_rows` of whole sequences, ``(templates, tokens)``. The templates with a
+        lookup array are done together, a few NumPy calls per cell count rather than per
+        template: a call of one short sequence (a server's request) otherwise pays a few
+        microseconds of NumPy per template, a hundred templates over."""
+        cells = self._cell_matrix(ids, position, length)
+        out = np.empty((len(self.templates), len(position)), dtype=np.int64)
+        for group in self._plan.groups:
+            flat = cells[group.cells[:, 0]] * group.strides[:, :1] + group.offsets[:, None]
+            for j in range(1, group.cells.shape[1]):
+                flat += cells[group.cells[:, j]] * group.strides[:, j:j + 1]
+            out[group.templates] = np.take(group.rows, flat)
+        for k in self._plan.searched:
+            out[k] = self._rows_of(self._keys(k, [cells[self._plan.cell_slot[cell]] for cell in self.templates[k].cells]))
+        return out
+
+    def _positions(self, sequences: Sequence[TokenSequence] | None, values: ColumnValues | None = None,
                    lengths: np.ndarray | None = None) -> tuple[dict[int, np.ndarray], np.ndarray, np.ndarray]:
         """Value ids of every token (all sequences end to end) per column, each token's position
         in its sequence and that sequence's length."""
         if lengths is None:
+            assert sequences is not None, "call_rows reads the lengths of the sequences or is given them"
             lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
         position = np.arange(int(lengths.sum()), dtype=np.int64) - starts
         columns = list(self.vocabularies)
         if values is None:
+            assert sequences is not None, "call_rows reads the columns of the sequences or is given them"
             values = read_columns(sequences, self.feature_columns)
         ids = {column: values.ids(column - 1, self.vocabularies[column], 0) for column in columns}
         return ids, position, np.repeat(lengths, lengths)
 
-    def _cell_values(self, ids: np.ndarray, position: np.ndarray, length: np.ndarray, row: int,
-                     column: int) -> np.ndarray:
-        """The value id each token reads at ``row`` positions away; past an end, a boundary id
-        (after the column's values) that tells the side and the distance."""
-        if row == 0:
-            return ids
-        target = position + row
-        size = len(self.vocabularies[column]) + 1
-        if row < 0:
-            inside = target >= 0
-            boundary = size - 1 - target  # distance 1..reach before the start
-        else:
-            inside = target < length
-            boundary = size + self.reach + (target - length)  # distance 1..reach after the end
-        shifted = np.roll(ids, -row)  # token i reads token i + row where that is in its sequence
-        return np.where(inside, shifted, boundary)
+    def _cell_matrix(self, ids: dict[int, np.ndarray], position: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """``(cells, tokens)``: for every cell the templates read (row offset, column; numbered
+        by the plan), the value id each token reads there. Past a sequence's end a cell reads a
+        boundary id, after the column's values, that tells the side and the distance (1 to
+        :attr:`reach`): ``size - distance`` before the start, ``size + reach + distance - 1``
+        after the end (``size``: the column's values plus the unseen id)."""
+        plan = self._plan
+        n = len(position)
+        stacked = np.stack([ids[column] for column in plan.columns]) if plan.columns else np.zeros((0, n), dtype=np.int64)
+        cells = np.empty((len(plan.cell_slot), n), dtype=np.int64)
+        for row, (cell_slots, column_slots) in plan.by_row.items():
+            if row == 0:
+                cells[cell_slots] = stacked[column_slots]
+                continue
+            target = position + row
+            shifted = np.zeros((len(column_slots), n), dtype=np.int64)  # token i reads token i + row
+            if row > 0:
+                inside, past = target < length, self.reach + (target - length)
+                shifted[:, :max(n - row, 0)] = stacked[column_slots, row:]
+            else:
+                inside, past = target >= 0, -1 - target
+                shifted[:, -row:] = stacked[column_slots, :max(n + row, 0)]
+            cells[cell_slots] = np.where(inside, shifted, past + plan.sizes[column_slots, None])
+        return cells
 
     def _keys(self, k: int, values: list[np.ndarray]) -> np.ndarray:
         """Template ``k``'s key for every token from the value ids its cells read; 0 where a cell

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import json
 import logging
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from textorch.data.corpus import TokenSequence
-from textorch.data.encoding import EncodedSequence, SequenceEncoder
-from textorch.data.padding import batch_padder
+from textorch.data.columns import ColumnValues, read_columns
+from textorch.data.encoding import EncodedCall, SequenceEncoder
+from textorch.data.padding import call_padder
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError, ModelFormatError
@@ -123,37 +125,52 @@ class OnnxTagger:
         Batches are length-sorted within the call; no sequence's labels depend on the others."""
         if ctx is not None and ctx.world_size > 1:
             raise ConfigError("the ONNX Runtime tagger runs in one process; load a SequenceLabeler for several")
-        predictions: list[Prediction | None] = [None] * len(sequences)
+        tokens = list(chain.from_iterable(sequence.tokens for sequence in sequences))
+        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        without_features = [i for i, sequence in enumerate(sequences) if not sequence.features]
+        paths, scores = self.tag_columns(tokens, lengths, read_columns(sequences, self.encoder.columns_read),
+                                         batch_size, with_scores, without_features)
+        labels = list(map(self.encoder.labels.items.__getitem__, paths.tolist()))
+        score_list = scores.tolist() if scores is not None else None
+        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+        return [Prediction(labels[a:b], None if score_list is None else score_list[a:b])
+                for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def tag_columns(self, tokens: list[str], lengths: np.ndarray, values: ColumnValues, batch_size: int = 32,
+                    with_scores: bool = False, without_features: list[int] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Label ids (and with ``with_scores`` their posteriors) of every token of sequences given as
+        columns (see :meth:`SequenceEncoder.encode_call`), end to end: what :meth:`predict` answers,
+        for a caller that holds columns rather than sequences (:mod:`textorch.data.row_chunks`)."""
         with self._calls.call(self.word_table):
             word_rows = self.word_table.index if self.word_table is not None else None
-            encoded = self.encoder.encode_many(sequences, with_labels=False, word_rows=word_rows)
-            type_vectors = self._type_vectors(encoded)
-            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-            for i in np.flatnonzero(lengths == 0).tolist():
-                predictions[i] = Prediction([], [] if with_scores else None)
-            order = np.flatnonzero(lengths)[np.argsort(lengths[lengths > 0], kind="stable")]
-            labels = self.encoder.labels.items
-            step = max(batch_size, 1)
-            for group in _decoding_groups([order[i:i + step] for i in range(0, len(order), step)]):
-                rows = np.concatenate(group)
-                emissions = _stacked([self._emissions([encoded[i] for i in batch.tolist()], lengths[batch], type_vectors)
-                                      for batch in group])
-                paths, scores = self._decode(emissions, lengths[rows], with_scores)
-                path_rows = paths.tolist()
-                score_rows = scores.tolist() if scores is not None else None
-                for row, (index, n) in enumerate(zip(rows.tolist(), lengths[rows].tolist())):
-                    predictions[index] = Prediction([labels[k] for k in path_rows[row][:n]],
-                                                    None if score_rows is None else score_rows[row][:n])
-        return predictions  # type: ignore[return-value]
+            encoded = self.encoder.encode_call(tokens, lengths, values, word_rows, without_features)
+            return self._tag_encoded(encoded, lengths, max(batch_size, 1), with_scores)
 
-    def _type_vectors(self, encoded: list[EncodedSequence]) -> np.ndarray | None:
+    def _tag_encoded(self, encoded: EncodedCall, lengths: np.ndarray, step: int,
+                     with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        n_tokens = int(encoded.bounds[-1])
+        paths_out = np.zeros(n_tokens, dtype=np.int64)
+        scores_out = np.zeros(n_tokens, dtype=np.float32) if with_scores else None
+        if not n_tokens:
+            return paths_out, scores_out
+        type_vectors = self._type_vectors(encoded.type_table)
+        order = np.flatnonzero(lengths)[np.argsort(lengths[lengths > 0], kind="stable")]
+        for group in _decoding_groups([order[i:i + step] for i in range(0, len(order), step)]):
+            rows = np.concatenate(group)
+            emissions = _stacked([self._emissions(encoded, batch, lengths[batch], type_vectors) for batch in group])
+            paths, scores = self._decode(emissions, lengths[rows], with_scores)
+            mask = np.arange(paths.shape[1])[None, :] < lengths[rows][:, None]
+            at = (encoded.bounds[rows][:, None] + np.arange(paths.shape[1]))[mask]
+            paths_out[at] = paths[mask]
+            if scores_out is not None and scores is not None:
+                scores_out[at] = scores[mask]
+        return paths_out, scores_out
+
+    def _type_vectors(self, table: np.ndarray) -> np.ndarray | None:
         """Per token type of the call, what the graph reads of its characters, then a row of zeros
         (where padded positions point): the character encoder's vector, or without a separate
         encoder (``char_ids`` graphs) the type's character ids; None for a graph that reads neither."""
-        present = next((item for item in encoded if len(item)), None)
-        if present is None:
-            return None
-        table = present.type_table  # one encode_many call: one table of token types
         if self.char_session is None:
             if "char_ids" not in self.input_names:
                 return None
@@ -162,10 +179,10 @@ class OnnxTagger:
                  for i in range(0, len(table), TYPES_PER_RUN)]
         return np.concatenate([*parts, np.zeros((1, parts[0].shape[1]), dtype=parts[0].dtype)])
 
-    def _emissions(self, items: list[EncodedSequence], lengths: np.ndarray,
+    def _emissions(self, encoded: EncodedCall, batch: np.ndarray, lengths: np.ndarray,
                    type_vectors: np.ndarray | None) -> np.ndarray:
         """``(B, L, labels)`` emissions of one batch, one graph run."""
-        return self.session.run(["emissions"], self._inputs(items, lengths, type_vectors))[0]  # type: ignore[attr-defined]
+        return self.session.run(["emissions"], self._inputs(encoded, batch, lengths, type_vectors))[0]  # type: ignore[attr-defined]
 
     def _decode(self, emissions: np.ndarray, lengths: np.ndarray, with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Label ids (and their posteriors) of rows of ``lengths``, from their emissions."""
@@ -174,24 +191,25 @@ class OnnxTagger:
             return paths, path_posteriors(emissions, lengths, *self.crf, paths) if with_scores else None
         return softmax_paths(emissions, lengths, with_scores)
 
-    def _inputs(self, items: list[EncodedSequence], lengths: np.ndarray,
+    def _inputs(self, encoded: EncodedCall, batch: np.ndarray, lengths: np.ndarray,
                 type_vectors: np.ndarray | None) -> dict[str, np.ndarray]:
         """The graph's inputs for one batch (see the export's ``onnx-model.json``), padded with 0
         (character ids and vectors: a row of zeros), only those the graph reads."""
         mask = np.arange(int(lengths.max()))[None, :] < lengths[:, None]
-        pad = batch_padder(items, mask)
+        call = encoded.arrays
+        pad = call_padder(call, encoded.bounds[batch], mask)
         wanted = set(self.input_names)
         inputs: dict[str, np.ndarray] = {"mask": mask.astype(np.int64)}
         if "word_vectors" in wanted and self.word_table is not None:
             inputs["word_vectors"] = self.word_table.matrix[pad("word_ids")]
         if "char_ids" in wanted and type_vectors is not None:
-            width = max(item.char_width for item in items)
+            width = int(encoded.char_widths[batch].max())
             inputs["char_ids"] = np.ascontiguousarray(type_vectors[pad("type_ids", len(type_vectors) - 1)][:, :, :width],
                                                       dtype=np.int64)
         if "char_vectors" in wanted and type_vectors is not None:
             inputs["char_vectors"] = type_vectors[pad("type_ids", len(type_vectors) - 1)]
         for name in ("casing_ids", "feature_ids", "template_rows"):
-            if name in wanted and getattr(items[0], name) is not None:
+            if name in wanted and getattr(call, name) is not None:
                 inputs[name] = pad(name)
         missing = wanted - set(inputs)
         if missing:

@@ -61,7 +61,7 @@ def stream_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -
         _warn_if_feature_rows(path, labeler)
         return stream_text(path)
     if input_format == "grobid":
-        return stream_grobid(path, labelled=False, n_features=_grobid_width(path, labeler))
+        return stream_grobid(path, labelled=False, n_features=grobid_width(path, labeler))
     return stream_conll(path, labelled=False)
 
 
@@ -159,11 +159,11 @@ def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> 
         _warn_if_feature_rows(path, labeler)
         return read_text(path)
     if input_format == "grobid":
-        return read_grobid(path, labelled=False, n_features=_grobid_width(path, labeler))
+        return read_grobid(path, labelled=False, n_features=grobid_width(path, labeler))
     return read_conll(path, labelled=False)
 
 
-def _grobid_width(path: str, labeler: SequenceLabeler) -> int:
+def grobid_width(path: str, labeler: SequenceLabeler) -> int:
     """The feature columns of GROBID input: the model's count, or, for a GROBID model that reads
     no feature column and records no count (one imported from DeLFT, which never saw the data),
     the input's own, from its first line (a last field shaped ``I-<x>`` or ``<x>`` is a gold
