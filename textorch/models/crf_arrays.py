@@ -18,28 +18,34 @@ import numpy as np
 def viterbi_paths(emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray,
                   end: np.ndarray) -> np.ndarray:
     """Best tag ids ``(B, L)`` int64 for rows of ``lengths`` (>= 1); 0 beyond each length.
-    Positions past a row's length are never read."""
-    em = emissions.astype(np.float64, copy=False)
-    batch, length, _ = em.shape
+    Positions past a row's length are never read.
+
+    The rows are taken shortest first, so that the rows still running at step ``t`` are the
+    last ones: each step works on those alone (a slice), not on the whole batch through a mask.
+    A batch of sequences of mixed lengths (a long-sequence corpus) then costs its tokens, not
+    its rows times its longest length."""
     lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    sizes = lengths[order]
+    em = emissions[order].astype(np.float64, copy=False)
+    batch, length, _ = em.shape
     score = start[None, :] + em[:, 0]
     pointers = np.zeros((length, batch, len(start)), dtype=np.int64)
     for t in range(1, length):
-        candidates = score[:, :, None] + trans[None, :, :]  # (B, previous, next)
-        best_previous = candidates.argmax(axis=1)  # the first maximum: the lowest previous tag
-        stepped = candidates.max(axis=1) + em[:, t]
-        active = (t < lengths)[:, None]
-        score = np.where(active, stepped, score)
-        pointers[t] = best_previous
+        first = int(np.searchsorted(sizes, t, side="right"))  # the rows longer than t
+        candidates = score[first:, :, None] + trans[None, :, :]  # (rows, previous, next)
+        pointers[t, first:] = candidates.argmax(axis=1)  # the first maximum: the lowest previous tag
+        score[first:] = candidates.max(axis=1) + em[first:, t]
     current = (score + end[None, :]).argmax(axis=1)
     paths = np.zeros((batch, length), dtype=np.int64)
-    rows = np.arange(batch)
     for t in range(length - 1, -1, -1):
-        active = t < lengths
-        paths[active, t] = current[active]
+        first = int(np.searchsorted(sizes, t, side="right"))
+        paths[first:, t] = current[first:]
         if t:
-            current = np.where(active, pointers[t, rows, current], current)
-    return paths
+            current[first:] = pointers[t, np.arange(first, batch), current[first:]]
+    out = np.empty_like(paths)
+    out[order] = paths
+    return out
 
 
 def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
