@@ -168,8 +168,8 @@ class TemplateFeaturizer:
     def _pass_rows(self, ids: dict[int, np.ndarray], position: np.ndarray, length: np.ndarray) -> np.ndarray:
         """:meth:`call_rows` of whole sequences, ``(templates, tokens)``. The templates with a
         lookup array are done together, a few NumPy calls per cell count rather than per
-        template: a call of one short sequence (a server's request) otherwise pays a few
-        microseconds of NumPy per template, a hundred templates over."""
+        template: on a call of one short sequence (a server's request) NumPy's cost per call,
+        paid per template, outweighs the work (docs/performance.md)."""
         cells = self._cell_matrix(ids, position, length)
         out = np.empty((len(self.templates), len(position)), dtype=np.int64)
         for group in self._plan.groups:

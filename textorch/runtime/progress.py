@@ -13,8 +13,8 @@ from typing import Any
 
 class TaggingProgress:
     """A tqdm bar over tokens with the count and rate of sequences; a no-op when ``enabled`` is
-    False or stderr is not a terminal (tqdm is then not even imported: a tenth of a short
-    tagging command's start-up)."""
+    False or stderr is not a terminal (tqdm is then not imported at all: a short command's
+    start-up would pay for a module it never uses)."""
 
     def __init__(self, description: str, enabled: bool = True) -> None:
         self.bar: Any = None
