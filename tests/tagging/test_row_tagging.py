@@ -121,26 +121,30 @@ def test_rows_text_is_grobid_block_text(seed: int, gold: bool) -> None:
 
 
 # ------------------------------------------------------------------------------ tagging
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A features + CRF-template tagger (the GROBID default's kind), briefly trained, exported."""
+def _trained(root: Path, architecture: str) -> Path:
+    """A briefly trained GROBID tagger of ``architecture``, exported into ``MODEL/onnx``."""
     from corpus_vectors import write_corpus_vectors
     from textorch.embeddings import open_embeddings
     from textorch.onnx.engine import attach_onnx
     from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
     from textorch.tagging.labeler import SequenceLabeler
 
-    root = tmp_path_factory.mktemp("rows")
     corpus = read_labelled(write_tiny_grobid(root / "train.grobid", 40))
     vectors = write_corpus_vectors(root / "vectors.txt", corpus)
     labeler = SequenceLabeler.build(
-        corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", char_dim=8, char_hidden=8, word_hidden=12,
+        corpus, ModelConfig(architecture=architecture, char_dim=8, char_hidden=8, word_hidden=12,
                             feature_dim=3, feature_output_dim=8, dropout=0.1),
         DataConfig(), embeddings=open_embeddings(str(vectors), cache_dir=root / "cache"), seed=1)
     labeler.fit(corpus, None, TrainConfig(max_epoch=2, batch_size=8, learning_rate=0.01, early_stop=False, seed=1))
     labeler.save(root / "model")
     attach_onnx(labeler, root / "model")
     return root / "model"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A features + CRF-template tagger (the GROBID default's kind)."""
+    return _trained(tmp_path_factory.mktemp("rows"), "BidLSTM_CRF_FEATURES_TEMPLATE")
 
 
 def _input(path: Path, n: int, gold: bool = False, huge: int = 0, odd: bool = False, bad_last: bool = False) -> Path:
@@ -188,6 +192,18 @@ def test_seq_tag_on_rows_equals_the_sequence_route(model: Path, tmp_path: Path, 
                  "--output", str(out), "--engine", "onnx", "--threads", "1", *SMALL]) == 0
     assert out.read_text(encoding="utf-8") == _sequence_route(model, path)
     assert (len(written) > 0) == (n > 0)  # the row path ran (the odd chunk aside)
+
+
+def test_a_tagger_that_reads_no_feature_column_tags_rows_too(tmp_path_factory: pytest.TempPathFactory,
+                                                             tmp_path: Path) -> None:
+    """BidLSTM_CRF on GROBID data: the rows' features are read past and written back."""
+    plain = _trained(tmp_path_factory.mktemp("plain"), "BidLSTM_CRF")
+    for gold in (False, True):
+        path = _input(tmp_path / f"in-{gold}.grobid", 9, gold=gold, huge=30, odd=True)
+        out = tmp_path / f"out-{gold}.grobid"
+        assert main(["seq", "tag", "--model", str(plain), "--input", str(path), "--input-format", "grobid",
+                     "--output", str(out), "--engine", "onnx", *SMALL]) == 0
+        assert out.read_text(encoding="utf-8") == _sequence_route(plain, path)
 
 
 def test_gzipped_rows_and_stats_count_every_sequence(model: Path, tmp_path: Path) -> None:

@@ -56,27 +56,34 @@ def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
 def path_posteriors(emissions: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray,
                     end: np.ndarray, paths: np.ndarray) -> np.ndarray:
     """``P(y_t = paths[b, t] | x)`` ``(B, L)`` float32 by the forward-backward recursions in log
-    space (no underflow to guard against); 0 beyond each length."""
-    em = emissions.astype(np.float64, copy=False)
-    batch, length, num_tags = em.shape
+    space (no underflow to guard against); 0 beyond each length. Rows shortest first, each step
+    over the rows it concerns alone, as :func:`viterbi_paths` does."""
     lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    sizes = lengths[order]
+    em = emissions[order].astype(np.float64, copy=False)
+    batch, length, num_tags = em.shape
     alpha = np.empty((length, batch, num_tags))
     alpha[0] = start[None, :] + em[:, 0]
     for t in range(1, length):
-        stepped = _logsumexp(alpha[t - 1][:, :, None] + trans[None, :, :], axis=1) + em[:, t]
-        alpha[t] = np.where((t < lengths)[:, None], stepped, alpha[t - 1])
+        first = int(np.searchsorted(sizes, t, side="right"))  # the rows longer than t
+        alpha[t, :first] = alpha[t - 1, :first]
+        alpha[t, first:] = _logsumexp(alpha[t - 1, first:][:, :, None] + trans[None, :, :], axis=1) + em[first:, t]
     beta = np.empty((length, batch, num_tags))
     beta[length - 1] = np.broadcast_to(end[None, :], (batch, num_tags))
     for t in range(length - 2, -1, -1):
-        following = beta[t + 1] + em[:, t + 1]
-        stepped = _logsumexp(trans[None, :, :] + following[:, None, :], axis=2)
+        first = int(np.searchsorted(sizes, t + 1, side="right"))  # the rows that go on after t
         # A row's last position starts its backward pass with the end scores.
-        beta[t] = np.where((t < lengths - 1)[:, None], stepped, end[None, :])
-    log_total = _logsumexp(alpha[lengths - 1, np.arange(batch)] + end[None, :], axis=1)
-    chosen = np.take_along_axis(alpha + beta, paths.T[:, :, None], axis=2)[:, :, 0].T  # (B, L)
+        beta[t, :first] = end[None, :]
+        following = beta[t + 1, first:] + em[first:, t + 1]
+        beta[t, first:] = _logsumexp(trans[None, :, :] + following[:, None, :], axis=2)
+    log_total = _logsumexp(alpha[sizes - 1, np.arange(batch)] + end[None, :], axis=1)
+    chosen = np.take_along_axis(alpha + beta, paths[order].T[:, :, None], axis=2)[:, :, 0].T  # (B, L)
     posteriors = np.exp(chosen - log_total[:, None])
-    posteriors[np.arange(length)[None, :] >= lengths[:, None]] = 0.0
-    return posteriors.astype(np.float32)
+    posteriors[np.arange(length)[None, :] >= sizes[:, None]] = 0.0
+    out = np.empty_like(posteriors, dtype=np.float32)
+    out[order] = posteriors
+    return out
 
 
 def softmax_paths(emissions: np.ndarray, lengths: np.ndarray,
