@@ -23,6 +23,7 @@ from textorch.tagging import tag_files
 if TYPE_CHECKING:
     from textorch.tagging.labeler import SequenceLabeler
     from textorch.tagging.onnx_tagger import OnnxTagger
+    from textorch.tagging.row_tagging import RowTaggingRun
 from textorch.cli.run_options import (
     add_run_options,
     add_seq_run_options,
@@ -118,11 +119,12 @@ def _loaded_labeler(args: argparse.Namespace, device: object) -> SequenceLabeler
 
 def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLabeler | OnnxTagger, input_format: str, output_format: str,
                  output: str | None, model_name: str, batch_size: int, with_scores: bool,
-                 labels_as: str | None = None) -> tag_files.TaggingRun:
+                 labels_as: str | None = None) -> tag_files.TaggingRun | RowTaggingRun:
     """Read, tag and write chunk by chunk (``seq tag``, ``grobid MODEL tag``): the output appears
     complete or, after a failure, as ``OUTPUT.partial`` (see :mod:`textorch.data.staged_output`).
     Only the CoNLL and GROBID outputs go without confidences: a CRF then skips its
-    forward-backward pass."""
+    forward-backward pass. GROBID rows in and out with the ONNX Runtime tagger go as rows
+    (:mod:`textorch.tagging.row_tagging`: the same bytes, no object per sequence)."""
     chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
     progress = TaggingProgress("tagging", ctx.shows_progress and not args.quiet)
     if _tags_rows(labeler, input_format, output_format, with_scores, ctx):
