@@ -116,14 +116,15 @@ def test_encoding_reads_the_feature_columns_once_for_the_feature_channel_and_the
     from textorch.data import columns, encoding
 
     calls: list[list[int]] = []
+    read_columns = columns.read_columns
 
     def counted(sequences: list[TokenSequence], wanted: list[int]) -> list:
         calls.append(list(wanted))
-        return columns.read_columns(sequences, wanted)
+        return read_columns(sequences, wanted)
 
     encoder = encoding.SequenceEncoder.fit(TRAIN, [0, 1], templates=TEMPLATE)
     plain = encoder.encode_many(TRAIN, with_labels=False)
-    monkeypatch.setattr(encoding, "read_columns", counted)
+    monkeypatch.setattr(columns, "read_columns", counted)  # what encoding's call_columns reads with
     monkeypatch.setattr(template_features, "read_columns", counted)
     shared = encoder.encode_many(TRAIN, with_labels=False)
     assert calls == [[-1, 0, 1]]

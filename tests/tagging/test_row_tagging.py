@@ -241,3 +241,22 @@ def test_a_first_line_that_does_not_fit_the_model_is_reported_at_its_line(model:
     assert main(["seq", "tag", "--model", str(model), "--input", str(bad), "--input-format", "grobid",
                  "--output", str(out), "--engine", "onnx"]) == 2
     assert f"{bad}:1: expected 5 fields" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("fault", ["a bad byte", "a bad gold label"])
+def test_a_fault_far_into_the_file_is_named_and_the_rows_before_it_are_kept(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture, fault: str,
+) -> None:
+    good = _input(tmp_path / "good.grobid", 40, gold=True)
+    text = good.read_text(encoding="utf-8")
+    bad_line = text.count("\n") + 2
+    bad = tmp_path / "bad.grobid"
+    tail = (b"12 \xff LINEEND NOCAPS NOPUNCT I-<day>" if fault == "a bad byte" else b"12 12 LINEEND NOCAPS NOPUNCT BAD")
+    bad.write_bytes(text.encode() + b"June june LINESTART INITCAP NOPUNCT I-<month>\n" + tail + b"\n\n")
+    out = tmp_path / "out" / "tagged"
+    assert main(["seq", "tag", "--model", str(model), "--input", str(bad), "--input-format", "grobid",
+                 "--output", str(out), "--engine", "onnx", *SMALL]) == 2
+    error = capsys.readouterr().err
+    expected = "invalid UTF-8" if fault == "a bad byte" else "invalid GROBID label 'BAD'"
+    assert f"{bad}:{bad_line}: {expected}" in error and "the 40 " in error, error
+    assert not out.exists() and out.with_name("tagged.partial").read_text(encoding="utf-8") == _sequence_route(model, good)

@@ -16,9 +16,8 @@ to the tokens.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, count, repeat
-from operator import itemgetter
 
 import numpy as np
 
@@ -56,6 +55,28 @@ class ColumnValues:
         """``column``'s value at every token (as :func:`column_values` gives it)."""
         values = self.values[column]
         return values if self.inverse is None else list(map(values.__getitem__, self.inverse.tolist()))
+
+
+@dataclass
+class CallColumns:
+    """Sequences as one encoding call reads them (:meth:`SequenceEncoder.encode_call`): every
+    token end to end, each sequence's length, the feature columns the encoder reads, and the
+    sequences that have no features at all (their feature ids are zeros). Made from sequence
+    objects by :func:`call_columns`, or straight from a file's lines
+    (:func:`textorch.data.row_chunks.chunk_columns`)."""
+
+    tokens: list[str]
+    lengths: np.ndarray
+    values: ColumnValues
+    without_features: list[int] = field(default_factory=list)
+
+
+def call_columns(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> CallColumns:
+    """The :class:`CallColumns` of ``sequences`` for ``columns`` (see :func:`read_columns`)."""
+    return CallColumns(list(chain.from_iterable(sequence.tokens for sequence in sequences)),
+                       np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences)),
+                       read_columns(sequences, columns),
+                       [i for i, sequence in enumerate(sequences) if not sequence.features])
 
 
 def read_columns(sequences: Sequence[TokenSequence], columns: Sequence[int]) -> ColumnValues:

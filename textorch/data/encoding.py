@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from textorch.data.columns import ColumnValues, read_columns
+from textorch.data.columns import CallColumns, ColumnValues, call_columns
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate
 from textorch.data.template_features import TemplateFeaturizer
@@ -210,10 +210,7 @@ class SequenceEncoder:
         ``word_rows`` (a :meth:`WordTable.index`) gives the distinct tokens their word-vector
         rows, also looked up once per token type.
         """
-        tokens = [token for sequence in sequences for token in sequence.tokens]
-        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
-        encoded = self.encode_call(tokens, lengths, self._column_values(sequences), word_rows,
-                                   without_features=[i for i, s in enumerate(sequences) if not s.features])
+        encoded = self.encode_call(call_columns(sequences, self.columns_read), word_rows)
         call, table = encoded.arrays, encoded.type_table
         casing, feature_ids, word_ids, type_ids, template_rows = (
             call.casing_ids, call.feature_ids, call.word_ids, call.type_ids, call.template_rows)
@@ -227,13 +224,12 @@ class SequenceEncoder:
             for sequence, a, b, width in zip(sequences, starts, ends, encoded.char_widths.tolist())
         ]
 
-    def encode_call(self, tokens: list[str], lengths: np.ndarray, values: ColumnValues,
-                    word_rows: Callable[[list[str]], np.ndarray] | None = None,
-                    without_features: list[int] | None = None) -> EncodedCall:
-        """The arrays of :meth:`encode_many` for sequences given as columns: every token end to
-        end, each sequence's length, and the feature columns :attr:`columns_read` names
-        (``without_features``: sequences that have none, whose feature ids are zeros). For
-        callers that never build a :class:`TokenSequence` (:mod:`textorch.data.row_chunks`)."""
+    def encode_call(self, columns: CallColumns,
+                    word_rows: Callable[[list[str]], np.ndarray] | None = None) -> EncodedCall:
+        """The arrays of :meth:`encode_many` for sequences given as columns (``columns.values``
+        holding :attr:`columns_read`): for callers that never build a :class:`TokenSequence`
+        (:mod:`textorch.data.row_chunks`)."""
+        tokens, lengths, values = columns.tokens, columns.lengths, columns.values
         if len(self.chars) != self._shapes_vocab_size:
             self._shapes.clear()
             self._shapes_vocab_size = len(self.chars)
@@ -252,7 +248,7 @@ class SequenceEncoder:
         word_ids = None if word_rows is None else word_rows(distinct)[type_ids]
         char_widths = np.asarray(_widest_per_sequence(widths[type_ids], bounds), dtype=np.int64)
         template_rows = None if self.templates is None else self.templates.call_rows(None, values, lengths)
-        feature_ids = self._feature_ids(bounds, values, without_features or [])
+        feature_ids = self._feature_ids(bounds, values, columns.without_features)
         call = CallArrays(casing, feature_ids, word_ids, type_ids, template_rows)
         return EncodedCall(call, table, bounds, char_widths)
 
@@ -275,9 +271,6 @@ class SequenceEncoder:
         if self.templates is not None:
             columns.update(self.templates.feature_columns)
         return sorted(columns)
-
-    def _column_values(self, sequences: list[TokenSequence]) -> ColumnValues:
-        return read_columns(sequences, self.columns_read)
 
     def _feature_ids(self, bounds: np.ndarray, values: ColumnValues, without_features: list[int]) -> np.ndarray | None:
         """``(tokens, slots)`` ids of the feature channel's columns for all ``sequences`` end to

@@ -9,9 +9,10 @@ sequences by arrays of lengths (:class:`RowChunk`); the fields the encoder reads
 split of the chunk's distinct lines, column by column (:func:`chunk_columns`); the output is
 each line with its label appended (:func:`textorch.data.writers.grobid_rows_text`).
 
-It is a fast path, never a second set of rules: the chunks are cut exactly where
-:func:`textorch.data.streams.chunks` cuts the sequences of
-:func:`textorch.data.streams.stream_grobid`, and a chunk whose lines are not plain
+It is a fast path, never a second set of rules: the chunks are cut by
+:func:`textorch.data.streams.chunks` itself, over each sequence's span of lines, where it cuts
+the sequences of :func:`textorch.data.streams.stream_grobid`; the columns are what
+:func:`textorch.data.columns.call_columns` gives the encoder from sequences; and a chunk whose lines are not plain
 single-space rows of the file's layout (a tab, a doubled space, another field count, a bad gold
 label) is parsed by :class:`~textorch.data.sequence_parsers.GrobidParser` itself
 (:func:`chunk_sequences`), which reads it, or reports the line at fault, as it always has.
@@ -22,16 +23,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import compress, count, repeat
+from operator import itemgetter, sub
 from pathlib import Path
 
 import numpy as np
 
-from textorch.data.columns import DISTINCT_SHARE, ColumnValues
+from textorch.data.columns import DISTINCT_SHARE, CallColumns, ColumnValues
 from textorch.data.corpus import TokenSequence
 from textorch.data.sequence_parsers import GrobidParser, grobid_layout, split_fields
-from textorch.data.streams import BLOCK_BYTES, numbered_blocks
+from textorch.data.streams import BLOCK_BYTES, chunks, numbered_blocks, until_error
 from textorch.data.tags import grobid_label_error
-from textorch.errors import ConfigError, DataError
+from textorch.errors import TextorchError
 
 
 @dataclass
@@ -74,126 +76,78 @@ class RowLayout:
         return cls(width, line, has_label, n_feat)
 
 
-@dataclass
-class RowColumns:
-    """What encoding a chunk reads: each token and some feature columns (see :class:`ColumnValues`)."""
-
-    tokens: list[str]
-    values: ColumnValues
-
-
 def row_chunks(path: str | Path, max_sequences: int, max_tokens: int,
                block_bytes: int = BLOCK_BYTES) -> Iterator[RowChunk]:
-    """The chunks :func:`textorch.data.streams.chunks` makes of the file's sequences, as rows.
-
-    A sequence is a run of lines that are neither empty nor whitespace alone. A chunk closes once
-    it holds ``max_sequences`` sequences or ``max_tokens`` tokens (and at least two sequences);
-    it is handed out once the next holds two, and a lone last sequence joins the chunk before it.
-    A bad byte raises its ``DataError`` after the chunks of the sequences completed before it.
-    """
-    if max_sequences < 2 or max_tokens < 1:
-        raise ConfigError(f"a chunk holds at least 2 sequences and 1 token (got {max_sequences}, {max_tokens})")
-    cutter = _ChunkCutter(max_sequences, max_tokens)
-    try:
-        for before, lines in numbered_blocks(path, block_bytes):
-            yield from cutter.add_block(before, lines)
-    except DataError:
-        yield from cutter.finish(complete=False)
-        raise
-    yield from cutter.finish(complete=True)
+    """The chunks :func:`textorch.data.streams.chunks` makes of the file's sequences, as rows:
+    the same rule, applied to each sequence's span of token lines instead of a sequence object.
+    A sequence is a run of lines that are neither empty nor whitespace alone. A bad byte raises
+    its ``DataError`` after the chunks of the sequences completed before it."""
+    lines = _TokenLines()
+    failure: list[TextorchError] = []
+    for part in chunks(until_error(lines.spans(path, block_bytes), failure), max_sequences, max_tokens,
+                       size=itemgetter(1)):
+        yield lines.take(part)
+    if failure:
+        raise failure[0]
 
 
-class _ChunkCutter:
-    """The state of :func:`row_chunks` between blocks: the open chunk's token lines (its last
-    sequence possibly still open) and the closed chunk held until the next holds two sequences."""
+class _TokenLines:
+    """The file's token lines read but not yet handed out in a chunk (a block's worth and the
+    chunks :func:`textorch.data.streams.chunks` holds back), with their line numbers."""
 
-    def __init__(self, max_sequences: int, max_tokens: int) -> None:
-        self.max_sequences = max_sequences
-        self.max_tokens = max_tokens
+    def __init__(self) -> None:
         self.lines: list[str] = []
-        self.numbers: list[np.ndarray] = []
-        self.lengths: list[int] = []
-        self.tokens = 0
-        """Tokens of the open chunk's completed sequences."""
-        self.open_tokens = 0
-        """Token lines at the end of ``lines`` of a sequence not closed yet by a blank line."""
-        self.held: RowChunk | None = None
+        self.numbers: list[np.ndarray] = []  # a block's worth per array
+        self.first = 0
+        """The file's token line (counted from 0) that ``lines[0]`` is."""
 
-    def add_block(self, before: int, lines: list[str]) -> Iterator[RowChunk]:
-        blank = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) == 0  # two C-level passes, no
-        blank |= np.fromiter(map(str.isspace, lines), dtype=bool, count=len(lines))  # Python call per line
-        at = np.flatnonzero(~blank)
-        if not len(at):
-            if self.open_tokens:
-                yield from self._close_sequences([self.open_tokens])
-                self.open_tokens = 0
-            return
-        self.lines.extend(compress(lines, (~blank).tolist()))
-        self.numbers.append(at + (before + 1))
-        run_starts = np.flatnonzero(np.diff(at, prepend=-2) != 1)
-        runs = np.diff(np.append(run_starts, len(at))).tolist()
-        if self.open_tokens:
-            if at[0] == 0:
-                runs[0] += self.open_tokens  # the block goes on with the open sequence
-            else:
-                runs.insert(0, self.open_tokens)
-        ends_open = at[-1] == len(lines) - 1
-        self.open_tokens = runs.pop() if ends_open else 0
-        yield from self._close_sequences(runs)
-
-    def finish(self, complete: bool) -> Iterator[RowChunk]:
-        """The chunks left at the end of the input. ``complete``: the input ended, and a last
-        sequence without a blank line after it is one; else a bad byte stopped the reading and
-        that sequence is dropped, as the line parser drops it."""
-        if self.open_tokens:
-            if complete:
-                yield from self._close_sequences([self.open_tokens])
-            else:
-                self.lines, self.numbers = self._tokens_kept(len(self.lines) - self.open_tokens)
-            self.open_tokens = 0
-        rest = self._cut(len(self.lengths)) if self.lengths else None
-        if self.held is not None:
-            if rest is not None:
-                self.held = _joined(self.held, rest)
-            yield self.held
-            self.held = None
-        elif rest is not None:
-            yield rest
-
-    def _close_sequences(self, lengths: list[int]) -> Iterator[RowChunk]:
-        for n in lengths:
-            self.lengths.append(n)
-            self.tokens += n
-            if len(self.lengths) < 2:
+    def spans(self, path: str | Path, block_bytes: int) -> Iterator[tuple[int, int]]:
+        """``(first token line, token lines)`` of each sequence of the file, in order, read a block
+        at a time; a sequence still open when a bad byte stops the reading is dropped, as the line
+        parser drops it."""
+        read = 0  # token lines read so far
+        open_start: int | None = None  # where a sequence not yet closed by a blank line starts
+        for before, block in numbered_blocks(path, block_bytes):
+            blank = np.fromiter(map(len, block), dtype=np.int64, count=len(block)) == 0  # two C-level passes,
+            blank |= np.fromiter(map(str.isspace, block), dtype=bool, count=len(block))  # no Python per line
+            at = np.flatnonzero(~blank)
+            if not len(at):
+                if open_start is not None:
+                    yield open_start, read - open_start
+                    open_start = None
                 continue
-            if self.held is not None:
-                yield self.held
-                self.held = None
-            if len(self.lengths) >= self.max_sequences or self.tokens >= self.max_tokens:
-                self.held = self._cut(len(self.lengths))
+            self.lines.extend(compress(block, (~blank).tolist()))
+            self.numbers.append(at + (before + 1))
+            first_of_run = np.flatnonzero(np.diff(at, prepend=-2) != 1)  # runs of consecutive token lines
+            starts = (first_of_run + read).tolist()
+            ends = (np.append(first_of_run[1:], len(at)) + read).tolist()
+            if open_start is not None:
+                if at[0] == 0:
+                    starts[0] = open_start  # the block goes on with the open sequence
+                else:
+                    yield open_start, read - open_start
+            read += len(at)
+            open_start = None
+            if at[-1] == len(block) - 1:  # the block ends inside a sequence
+                open_start = starts.pop()
+                ends.pop()
+            yield from zip(starts, map(sub, ends, starts))
+        if open_start is not None:
+            yield open_start, read - open_start
 
-    def _cut(self, n_sequences: int) -> RowChunk:
-        """The open chunk's first ``n_sequences`` completed sequences as a chunk, removed from it."""
-        lengths = self.lengths[:n_sequences]
-        n_tokens = sum(lengths)
+    def take(self, spans: list[tuple[int, int]]) -> RowChunk:
+        """The chunk of ``spans``, the first sequences not handed out yet, removed from the lines kept."""
+        stop = spans[-1][0] + spans[-1][1] - self.first
         numbers = np.concatenate(self.numbers) if len(self.numbers) != 1 else self.numbers[0]
-        chunk = RowChunk(self.lines[:n_tokens], numbers[:n_tokens], np.asarray(lengths, dtype=np.int64))
-        self.lines, self.numbers = self.lines[n_tokens:], [numbers[n_tokens:]]
-        self.lengths = self.lengths[n_sequences:]
-        self.tokens -= n_tokens
+        chunk = RowChunk(self.lines[:stop], numbers[:stop],
+                         np.fromiter(map(itemgetter(1), spans), dtype=np.int64, count=len(spans)))
+        del self.lines[:stop]
+        self.numbers = [numbers[stop:]]
+        self.first += stop
         return chunk
 
-    def _tokens_kept(self, n_tokens: int) -> tuple[list[str], list[np.ndarray]]:
-        numbers = np.concatenate(self.numbers) if self.numbers else np.zeros(0, dtype=np.int64)
-        return self.lines[:n_tokens], [numbers[:n_tokens]]
 
-
-def _joined(first: RowChunk, second: RowChunk) -> RowChunk:
-    return RowChunk(first.lines + second.lines, np.concatenate([first.numbers, second.numbers]),
-                    np.concatenate([first.lengths, second.lengths]))
-
-
-def chunk_columns(chunk: RowChunk, layout: RowLayout, columns: list[int]) -> RowColumns | None:
+def chunk_columns(chunk: RowChunk, layout: RowLayout, columns: list[int]) -> CallColumns | None:
     """Each token and the values of ``columns`` (numbered as
     :func:`textorch.data.columns.column_values` numbers them: -1 the token, ``k`` the ``k``-th
     feature column) of a chunk whose every line is a plain row of ``layout``: fields separated by
@@ -218,12 +172,12 @@ def chunk_columns(chunk: RowChunk, layout: RowLayout, columns: list[int]) -> Row
         values[column] = fields[field::layout.width] if field <= layout.n_features else [None] * len(rows)
     tokens = fields[0::layout.width]
     if not by_line:
-        return RowColumns(tokens, ColumnValues(values))
+        return CallColumns(tokens, chunk.lengths, ColumnValues(values))
     number = np.empty(len(first), dtype=np.int64)  # each distinct line's number, in order of first use
     firsts = np.flatnonzero(first == np.arange(len(first)))
     number[firsts] = np.arange(len(firsts))
     inverse = number[first]
-    return RowColumns(list(map(tokens.__getitem__, inverse.tolist())), ColumnValues(values, inverse))
+    return CallColumns(list(map(tokens.__getitem__, inverse.tolist())), chunk.lengths, ColumnValues(values, inverse))
 
 
 def _plain_fields(rows: list[str], width: int) -> list[str] | None:

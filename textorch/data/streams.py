@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import count
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -145,9 +145,12 @@ def stream_labelled(path: str | Path, format: str | None = None) -> tuple[str, I
     return chosen, stream_grobid(path, labelled=True, n_features=None)
 
 
-def chunks(sequences: Iterable[TokenSequence], max_sequences: int, max_tokens: int) -> Iterator[list[TokenSequence]]:
+def chunks(sequences: Iterable[Item], max_sequences: int, max_tokens: int,
+           size: Callable[[Item], int] = len) -> Iterator[list[Item]]:
     """Consecutive runs of ``sequences``, each closed once it holds ``max_sequences`` sequences or
-    ``max_tokens`` tokens (and at least two sequences), in input order.
+    ``max_tokens`` tokens (and at least two sequences), in input order. ``size``: a sequence's
+    tokens (its ``len``, or for another view of a sequence, such as
+    :mod:`textorch.data.row_chunks`' spans of lines, what counts them).
 
     A chunk never holds a single sequence unless the input has only one: a network call of one
     sequence takes another kernel path, whose scores may differ in the last bit from the same
@@ -156,12 +159,12 @@ def chunks(sequences: Iterable[TokenSequence], max_sequences: int, max_tokens: i
     """
     if max_sequences < 2 or max_tokens < 1:
         raise ConfigError(f"a chunk holds at least 2 sequences and 1 token (got {max_sequences}, {max_tokens})")
-    held: list[TokenSequence] | None = None
-    chunk: list[TokenSequence] = []
+    held: list[Item] | None = None
+    chunk: list[Item] = []
     tokens = 0
     for sequence in sequences:
         chunk.append(sequence)
-        tokens += len(sequence)
+        tokens += size(sequence)
         if len(chunk) < 2:
             continue
         if held is not None:

@@ -8,6 +8,7 @@ convention so that GROBID can read it as if its CRF had produced it.
 from __future__ import annotations
 
 import datetime as _dt
+from functools import lru_cache
 from typing import TextIO
 
 import numpy as np
@@ -76,34 +77,39 @@ def grobid_block(sequence: TokenSequence, tags: list[str]) -> str:
 
 def grobid_rows_text(lines: list[str], lengths: np.ndarray, tag_ids: np.ndarray, tags: list[str],
                      drop_last_field: bool = False) -> str:
-    """Sequences given as rows (:class:`textorch.data.row_chunks.RowChunk`) as :func:`grobid_block`
-    writes them: each line, its predicted GROBID label after a space, a blank line after each
-    sequence. ``tag_ids`` index ``tags`` (IOB2), one per line; ``drop_last_field``: the lines end
-    with a gold label, which is not written back.
+    """Sequences given as rows (:class:`textorch.data.row_chunks.RowChunk`, every sequence at
+    least one line) as :func:`grobid_block` writes them: each line, its predicted GROBID label
+    after a space, a blank line after each sequence. ``tag_ids`` index ``tags`` (IOB2), one per
+    line; ``drop_last_field``: the lines end with a gold label, which is not written back.
 
     The lines are plain rows (single-space separated fields), so a line is its token and
     features joined as the block joins them. A GROBID label depends on the tag and the tag before
-    it (none at a sequence's start), so every (previous tag, tag, last in its sequence) triple's
-    ending is made once and each line's is one look-up.
+    it (none at a sequence's start), so each line's ending is one look-up in
+    :func:`_grobid_endings`.
     """
     if drop_last_field:
         lines = [line[:line.rindex(" ")] for line in lines]
-    n_tags = len(tags)
+    ends = np.cumsum(lengths)
+    previous_ids = np.empty_like(tag_ids)
+    previous_ids[1:] = tag_ids[:-1] + 1
+    previous_ids[ends - lengths] = 0  # a sequence's first line: no tag before it
+    last = np.zeros(len(tag_ids), dtype=np.int64)
+    last[ends - 1] = 1
+    codes = (previous_ids * len(tags) + tag_ids) * 2 + last
+    return "".join(map(str.__add__, lines, map(_grobid_endings(tuple(tags)).__getitem__, codes.tolist())))
+
+
+@lru_cache(maxsize=16)
+def _grobid_endings(tags: tuple[str, ...]) -> list[str]:
+    """What follows a line with each (tag before it or none, tag, last of its sequence or not):
+    the GROBID label after a space, the newline, and a blank line after a sequence's last line.
+    Made once per tag set, not per chunk."""
     endings = []
     for previous in [None, *tags]:
         for tag in tags:
             label = iob2_to_grobid([tag])[0] if previous is None else iob2_to_grobid([previous, tag])[1]
             endings += [f" {label}\n", f" {label}\n\n"]
-    ends = np.cumsum(lengths)
-    previous_ids = np.empty_like(tag_ids)
-    previous_ids[1:] = tag_ids[:-1] + 1
-    previous_ids[ends[:-1]] = 0
-    if len(previous_ids):
-        previous_ids[0] = 0
-    last = np.zeros(len(tag_ids), dtype=np.int64)
-    last[ends - 1] = 1
-    codes = (previous_ids * n_tags + tag_ids) * 2 + last
-    return "".join(map(str.__add__, lines, map(endings.__getitem__, codes.tolist())))
+    return endings
 
 
 def answer_header(model_name: str, runtime_s: float) -> dict:

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from textorch.data.corpus import TokenSequence
-from textorch.data.columns import ColumnValues, read_columns
+from textorch.data.columns import CallColumns, call_columns
 from textorch.data.encoding import EncodedCall, SequenceEncoder
 from textorch.data.padding import call_padder
 from textorch.data.word_table import WordTable
@@ -125,27 +124,23 @@ class OnnxTagger:
         Batches are length-sorted within the call; no sequence's labels depend on the others."""
         if ctx is not None and ctx.world_size > 1:
             raise ConfigError("the ONNX Runtime tagger runs in one process; load a SequenceLabeler for several")
-        tokens = list(chain.from_iterable(sequence.tokens for sequence in sequences))
-        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
-        without_features = [i for i, sequence in enumerate(sequences) if not sequence.features]
-        paths, scores = self.tag_columns(tokens, lengths, read_columns(sequences, self.encoder.columns_read),
-                                         batch_size, with_scores, without_features)
+        columns = call_columns(sequences, self.encoder.columns_read)
+        paths, scores = self.tag_columns(columns, batch_size, with_scores)
         labels = list(map(self.encoder.labels.items.__getitem__, paths.tolist()))
         score_list = scores.tolist() if scores is not None else None
-        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+        bounds = np.concatenate([[0], np.cumsum(columns.lengths)]).tolist()
         return [Prediction(labels[a:b], None if score_list is None else score_list[a:b])
                 for a, b in zip(bounds[:-1], bounds[1:])]
 
-    def tag_columns(self, tokens: list[str], lengths: np.ndarray, values: ColumnValues, batch_size: int = 32,
-                    with_scores: bool = False, without_features: list[int] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray | None]:
+    def tag_columns(self, columns: CallColumns, batch_size: int = 32,
+                    with_scores: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
         """Label ids (and with ``with_scores`` their posteriors) of every token of sequences given as
-        columns (see :meth:`SequenceEncoder.encode_call`), end to end: what :meth:`predict` answers,
+        columns (:meth:`SequenceEncoder.encode_call`), end to end: what :meth:`predict` answers,
         for a caller that holds columns rather than sequences (:mod:`textorch.data.row_chunks`)."""
         with self._calls.call(self.word_table):
             word_rows = self.word_table.index if self.word_table is not None else None
-            encoded = self.encoder.encode_call(tokens, lengths, values, word_rows, without_features)
-            return self._tag_encoded(encoded, lengths, max(batch_size, 1), with_scores)
+            encoded = self.encoder.encode_call(columns, word_rows)
+            return self._tag_encoded(encoded, columns.lengths, max(batch_size, 1), with_scores)
 
     def _tag_encoded(self, encoded: EncodedCall, lengths: np.ndarray, step: int,
                      with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:

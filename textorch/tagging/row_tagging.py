@@ -22,13 +22,13 @@ from textorch.data.row_chunks import RowChunk, RowLayout, chunk_columns, chunk_s
 from textorch.data.writers import grobid_block, grobid_rows_text
 from textorch.errors import DataError, TextorchError
 from textorch.runtime.progress import TaggingProgress
-from textorch.tagging.tag_files import ChunkSize, _stats
+from textorch.tagging.tag_files import ChunkSize, RunTally
 
 if TYPE_CHECKING:
     from textorch.tagging.onnx_tagger import OnnxTagger
 
 
-class RowTaggingRun:
+class RowTaggingRun(RunTally):
     """Iterate for each chunk's output text (GROBID layout) and sequence count, in input order.
 
     As :class:`~textorch.tagging.tag_files.TaggingRun`, a data error in the input ends the run
@@ -36,17 +36,13 @@ class RowTaggingRun:
 
     def __init__(self, tagger: OnnxTagger, path: str, n_features: int | None, batch_size: int,
                  chunk: ChunkSize = ChunkSize(), progress: TaggingProgress | None = None) -> None:
+        super().__init__(progress)
         self.tagger = tagger
         self.path = path
         self.n_features = n_features
         self.batch_size = batch_size
         self.chunk = chunk
-        self.progress = progress
         self.layout: RowLayout | None = None
-        self.n_sequences = 0
-        self.n_tokens = 0
-        self.tag_s = 0.0
-        """Seconds spent encoding, in the network and decoding, reading and writing aside."""
         self.fast_chunks = 0
         """Chunks tagged from their columns (the others went through the sequence parser)."""
 
@@ -64,10 +60,9 @@ class RowTaggingRun:
                 yield from self._parsed(rows)
                 continue
             started = time.perf_counter()
-            tag_ids, _ = self.tagger.tag_columns(columns.tokens, rows.lengths, columns.values, self.batch_size)
-            self.tag_s += time.perf_counter() - started
+            tag_ids, _ = self.tagger.tag_columns(columns, self.batch_size)
+            self.tally(len(rows), rows.n_tokens, time.perf_counter() - started)
             self.fast_chunks += 1
-            self._count(len(rows), rows.n_tokens)
             yield grobid_rows_text(rows.lines, rows.lengths, tag_ids, tags, self.layout.has_label), len(rows)  # type: ignore[union-attr]
 
     def _parsed(self, rows: RowChunk) -> Iterator[tuple[str, int]]:
@@ -82,18 +77,7 @@ class RowTaggingRun:
         if read:
             started = time.perf_counter()
             predictions = self.tagger.predict(read, batch_size=self.batch_size, with_scores=False)
-            self.tag_s += time.perf_counter() - started
-            self._count(len(read), sum(map(len, read)))
+            self.tally(len(read), sum(map(len, read)), time.perf_counter() - started)
             yield "".join([grobid_block(sequence, prediction.labels) for sequence, prediction in zip(read, predictions)]), len(read)
         if failure is not None:
             raise failure
-
-    def _count(self, n_sequences: int, n_tokens: int) -> None:
-        self.n_sequences += n_sequences
-        self.n_tokens += n_tokens
-        if self.progress is not None:
-            self.progress.update(n_sequences, n_tokens)
-
-    def stats(self, load_s: float) -> dict:
-        """What ``--stats-json`` writes (see :func:`textorch.tagging.tag_files.stats`)."""
-        return _stats(self.n_sequences, self.n_tokens, load_s, self.tag_s)

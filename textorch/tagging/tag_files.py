@@ -65,7 +65,32 @@ def stream_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -
     return stream_conll(path, labelled=False)
 
 
-class TaggingRun:
+class RunTally:
+    """What a streamed tagging run counts as it goes: sequences, tokens and the seconds spent
+    tagging (encoding, network, decoding; reading and writing aside), shown on the progress bar
+    and written by ``--stats-json``. Shared by :class:`TaggingRun` and
+    :class:`textorch.tagging.row_tagging.RowTaggingRun`."""
+
+    def __init__(self, progress: TaggingProgress | None = None) -> None:
+        self.progress = progress
+        self.n_sequences = 0
+        self.n_tokens = 0
+        self.tag_s = 0.0
+
+    def tally(self, n_sequences: int, n_tokens: int, tag_s: float) -> None:
+        """One chunk tagged: ``n_sequences`` sequences of ``n_tokens`` tokens in ``tag_s`` seconds."""
+        self.n_sequences += n_sequences
+        self.n_tokens += n_tokens
+        self.tag_s += tag_s
+        if self.progress is not None:
+            self.progress.update(n_sequences, n_tokens)
+
+    def stats(self, load_s: float) -> dict:
+        """What ``--stats-json`` writes (see :func:`stats`)."""
+        return _stats(self.n_sequences, self.n_tokens, load_s, self.tag_s)
+
+
+class TaggingRun(RunTally):
     """Tag a stream of sequences chunk by chunk: iterate for ``(chunk, predictions)`` pairs.
 
     With several processes each one iterates the same chunks (every process reads the file)
@@ -77,36 +102,23 @@ class TaggingRun:
     def __init__(self, labeler: SequenceLabeler, sequences: Iterable[TokenSequence], batch_size: int,
                  ctx: DistContext | None = None, with_scores: bool = True, chunk: ChunkSize = ChunkSize(),
                  progress: TaggingProgress | None = None) -> None:
+        super().__init__(progress)
         self.labeler = labeler
         self.sequences = sequences
         self.batch_size = batch_size
         self.ctx = ctx
         self.with_scores = with_scores
         self.chunk = chunk
-        self.progress = progress
-        self.n_sequences = 0
-        self.n_tokens = 0
-        self.tag_s = 0.0
-        """Seconds spent in ``predict`` (encoding, network, decoding), reading and writing aside."""
 
     def __iter__(self) -> Iterator[tuple[list[TokenSequence], list[Prediction]]]:
         failure: list[TextorchError] = []
         for chunk in chunks(until_error(self.sequences, failure), self.chunk.sequences, self.chunk.tokens):
             started = time.perf_counter()
             predictions = self.labeler.predict(chunk, batch_size=self.batch_size, ctx=self.ctx, with_scores=self.with_scores)
-            self.tag_s += time.perf_counter() - started
-            n_tokens = sum(len(s) for s in chunk)
-            self.n_sequences += len(chunk)
-            self.n_tokens += n_tokens
-            if self.progress is not None:
-                self.progress.update(len(chunk), n_tokens)
+            self.tally(len(chunk), sum(len(s) for s in chunk), time.perf_counter() - started)
             yield chunk, predictions
         if failure:
             raise failure[0]
-
-    def stats(self, load_s: float) -> dict:
-        """What ``--stats-json`` writes (see :func:`stats`)."""
-        return _stats(self.n_sequences, self.n_tokens, load_s, self.tag_s)
 
 
 class TaggedWriter:
