@@ -28,7 +28,13 @@ GROBID_FILES = {
     "name-citation": "grobid/name-citation/name-citation-251225.train",
     "affiliation-address": "grobid/affiliation-address/affiliation-address-251225.train",
     "figure": "grobid/figure/figure-251225.train",
+    "header": "grobid/header/header-251202.train.gz",
+    "segmentation": "grobid/segmentation/segmentation-251202.train.gz",
+    "reference-segmenter": "grobid/reference-segmenter/reference-segmenter-251202.train.gz",
+    "fulltext": "grobid/fulltext/fulltext-251202.train.gz",
 }
+DOCUMENT_TASKS = ("header", "segmentation", "reference-segmenter", "fulltext")
+"""GROBID's big models: one whole document per sequence (the cascade)."""
 CONLL = "conll2003"
 
 

@@ -64,7 +64,10 @@ sequence alone (start-up), the order of the systems turned round every other tim
 (:func:`measure_grobid_calls`, tasks of ``GROBID_CALLS``)."""
 EARLY_STOPPING_TASKS = ["date", "name-citation", "name-header", "affiliation-address", "figure", "conll"]
 """``--early-stopping``: the five GROBID corpora and CoNLL-2003."""
-ALL_TASKS = sorted(set(FULL["tasks"]) | set(EARLY_STOPPING_TASKS))
+ALL_TASKS = sorted(set(FULL["tasks"]) | set(EARLY_STOPPING_TASKS) | set(bench_data.DOCUMENT_TASKS))
+"""``--tasks`` of ``--early-stopping`` also takes GROBID's big models (header, segmentation,
+reference-segmenter, fulltext: one whole document per sequence), left out of its default list:
+Wapiti trains each for up to two hours (``--wapiti-time-limit``)."""
 METHOD_VERSION = 2
 """Results files record the method that made them: 2 since 2026-12-02 (new-token rows from a
 fresh state, one training boundary for both systems, same allocator, alternated order,
@@ -114,6 +117,8 @@ class Runner:
         self.textorch_entry = textorch_entry or []
         """Options of the ``textorch`` entry point itself for whole-file tagging (``--pause-collector``)."""
         self.textorch_engine = textorch_engine
+        self.wapiti_time_limit: float | None = None
+        """Seconds before each Wapiti training is stopped (``--wapiti-time-limit``)."""
         """Whole-file tagging's engine: ``torch``, ``onnx`` or ``onnx-int8`` (``seq tag --engine onnx
         --quantized``); the ONNX ones export the model first (untimed)."""
 
@@ -239,7 +244,8 @@ def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vector
                     and (job["task"], seed) not in wapiti_done:
                 wapiti_done.add((job["task"], seed))
                 written = predictions / f"wapiti-{job['task']}-s{seed}.json"
-                variants.append(("wapiti", "wapiti", wapiti_peer.train_args(r.work, r.wapiti, job["task"], seed, f, written)))
+                variants.append(("wapiti", "wapiti", wapiti_peer.train_args(r.work, r.wapiti, job["task"], seed, f, written,
+                                                                            r.wapiti_time_limit)))
             for label, system, args in variants:
                 if system == "wapiti":
                     runs.extend(_train_wapiti(r, job["task"], seed, args))
@@ -719,6 +725,10 @@ def main() -> int:
     parser.add_argument("--systems", default="delft,textorch",
                         help="comma-separated systems to run: delft, textorch, wapiti (GROBID's CRF; needs --wapiti)")
     parser.add_argument("--wapiti", metavar="PATH", help="the wapiti binary (" + wapiti_peer.BUILD_HINT + ")")
+    parser.add_argument("--wapiti-time-limit", type=float, default=None, metavar="SECONDS",
+                        help="stop each Wapiti training after this long (its model at that iteration kept and "
+                             "reported with its iteration count and training error); a finished Wapiti run of the "
+                             "same split in the work dir is reused, not trained again")
     parser.add_argument("--tag-tokens", type=int, default=None,
                         help="with --early-stopping: tokens of the file every system's first-seed model tags whole, "
                              f"per GROBID task (default: {wapiti_peer.DEFAULT_TAG_TOKENS:,} when wapiti runs, else none)")
@@ -776,6 +786,7 @@ def main() -> int:
     vectors = delft_env.shared_embeddings()
     r = Runner(work, delft_python, args.threads, args.wapiti and str(Path(args.wapiti).resolve()),
                ["--pause-collector"] if args.pause_collector else [], args.textorch_engine)
+    r.wapiti_time_limit = args.wapiti_time_limit
     print("warming the embedding caches ...", flush=True)
     if "delft" in systems:
         r.runner("delft", "warm", ["warm"])

@@ -7,6 +7,7 @@ installed. Both runners time tagging with the same function, so neither gets a k
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -229,6 +230,14 @@ def add_calls_command(commands: argparse._SubParsersAction, run: Callable[[argpa
     p.set_defaults(run=run)
 
 
+def read_text(path: str | Path) -> str:
+    """A file's text, through gzip when its name ends in ``.gz`` (GROBID's big corpora ship so)."""
+    if str(path).endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as stream:
+            return stream.read()
+    return Path(path).read_text(encoding="utf-8")
+
+
 def read_blocks(path: str | Path) -> list[list[str]]:
     """The sequences of a GROBID file as lists of their raw non-blank lines (a blank or space-only
     line ends a sequence): how the suite cuts a corpus into splits, and reads them back. Lines end
@@ -236,7 +245,7 @@ def read_blocks(path: str | Path) -> list[list[str]]:
     other separators a token may hold)."""
     blocks: list[list[str]] = []
     current: list[str] = []
-    for line in Path(path).read_text(encoding="utf-8").split("\n"):
+    for line in read_text(path).split("\n"):
         line = line.removesuffix("\r")
         if line.strip():
             current.append(line)

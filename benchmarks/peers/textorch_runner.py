@@ -126,7 +126,9 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
                                bucket_batches=chosen["bucket_batches"], lr_decay=chosen["lr_decay"],
                                min_validation_sequences=chosen["min_validation_sequences"],
                                min_steps_per_epoch=chosen["min_steps_per_epoch"],
-                               steps_without_validation=chosen["steps_without_validation"], precision=args.precision)
+                               steps_without_validation=chosen["steps_without_validation"],
+                               tokens_without_validation=chosen["tokens_without_validation"],
+                               max_batch_tokens=chosen["max_batch_tokens"], precision=args.precision)
     data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
     return presets.with_model_defaults(defaults, model_config), train_config, data_config
 
@@ -171,7 +173,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     # default: validation data too small to pick an epoch joins the training data, batch sizes
     # that give enough steps); a no-op for DeLFT's settings.
     train, valid, _ = split_for_training(train, valid, test, False, train_config)
-    train_config = fitted_to_data(train_config, len(train), valid is not None)
+    train_config = fitted_to_data(train_config, [len(s) for s in train.sequences], valid is not None)
     started = time.perf_counter()
     embeddings = open_embeddings(data_config.embeddings, cache_dir=args.cache_dir) \
         if data_config.embeddings != "none" else None

@@ -19,8 +19,11 @@ Commands:
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import resource
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -84,11 +87,21 @@ def children_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def run_timed(cmd: Sequence[str], log: str | Path | None = None) -> float:
-    """Wall seconds of ``cmd`` (stdout and stderr to ``log``); exits naming the log on failure."""
+def run_timed(cmd: Sequence[str], log: str | Path | None = None, limit_s: float | None = None) -> float:
+    """Wall seconds of ``cmd`` (stdout and stderr to ``log``); exits naming the log on failure.
+
+    ``limit_s``: after that many seconds ``cmd`` gets SIGINT, on which ``wapiti train`` ends its
+    optimisation at the iteration it is in and writes the model it has (its own interrupt rule),
+    as ``-i N`` would have stopped it."""
     started = time.perf_counter()
     with open(log or os.devnull, "w", encoding="utf-8") as err:
-        done = subprocess.run(list(cmd), stdout=err, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(list(cmd), stdout=err, stderr=subprocess.STDOUT)
+        try:
+            child.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+            child.wait()
+        done = child
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(map(str, cmd))}: exit {done.returncode}" + (f", see {log}" if log else ""))
@@ -105,6 +118,15 @@ def last_iteration(log: str | Path) -> int | None:
                 last = int(text[1:text.index("]")])
             except ValueError:
                 continue
+    return last
+
+
+def last_training_error(log: str | Path) -> str | None:
+    """The token/sequence training error of the last iteration Wapiti printed (``err= 0.02%/15.45%``)."""
+    last = None
+    for line in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
+        if "obj=" in line and "err=" in line:
+            last = line.split("err=", 1)[1].split()[0]
     return last
 
 
@@ -125,14 +147,18 @@ def cmd_train(args: argparse.Namespace) -> None:
     model = Path(args.model)
     model.parent.mkdir(parents=True, exist_ok=True)
     blocks = read_blocks(args.train) + read_blocks(args.valid)
+    test = read_blocks(args.test)
+    record = model.with_name(model.name + ".result.json")
+    split = split_digest(blocks, test, args.template)
+    if args.reuse and _reused(record, split, args.predictions):
+        return
     training_file = model.with_name(model.name + ".train")
     n_tokens = write_blocks(training_file, blocks)
     log = model.with_name(model.name + ".train.log")
     cpu_before = children_cpu_s()
     whole_s = run_timed([args.wapiti, "train", "--nthread", str(args.threads), *GROBID_TRAINING,
-                         "-p", args.template, str(training_file), str(model)], log)
+                         "-p", args.template, str(training_file), str(model)], log, args.time_limit)
     train_rss, train_cpu_s = children_peak_rss_mb(), children_cpu_s() - cpu_before
-    test = read_blocks(args.test)
     unlabelled = model.with_name(model.name + ".test.in")
     write_blocks(unlabelled, test, labelled=False)
     tagged = model.with_name(model.name + ".test.out")
@@ -140,12 +166,46 @@ def cmd_train(args: argparse.Namespace) -> None:
     gold = [[line.split()[-1] for line in lines] for lines in test]
     pred = read_labels(tagged, [len(lines) for lines in gold])
     write_predictions(args.predictions, to_iob2(gold), to_iob2(pred))
-    emit({"system": "wapiti", "task": args.task, "seed": args.seed, "template": args.template,
+    payload = {"system": "wapiti", "task": args.task, "seed": args.seed, "template": args.template,
           "training_parameters": list(GROBID_TRAINING), "iterations": last_iteration(log),
+          "time_limit_s": args.time_limit, "stopped_at_time_limit": bool(args.time_limit and whole_s >= args.time_limit),
+          "last_training_error": last_training_error(log),
           "n_train_sequences": len(blocks), "n_train_tokens": n_tokens, "whole_s": whole_s,
           "whole_tokens_per_s": n_tokens / max(whole_s, 1e-9), "train_cpu_s": train_cpu_s, "train_peak_rss_mb": train_rss,
-          "label_test_s": label_s, "model_mb": model.stat().st_size / 2**20, "model_dir": str(model)},
-         args.threads)
+          "label_test_s": label_s, "model_mb": model.stat().st_size / 2**20, "model_dir": str(model),
+          "threads": args.threads, "split_digest": split}
+    if args.predictions:
+        payload["predictions"] = json.loads(Path(args.predictions).read_text(encoding="utf-8"))
+    record.write_text(json.dumps(payload) + "\n", encoding="utf-8")
+    payload.pop("predictions", None)
+    emit(payload, args.threads)
+
+
+def split_digest(train: Sequence[Sequence[str]], test: Sequence[Sequence[str]], template: str) -> str:
+    """A fingerprint of what a Wapiti run learns from and is scored on: the training and test
+    lines and the template's text."""
+    digest = hashlib.sha256(Path(template).read_bytes())
+    for part in (train, test):
+        for block in part:
+            digest.update("\n".join(block).encode("utf-8") + b"\n\n")
+        digest.update(b"--")
+    return digest.hexdigest()
+
+
+def _reused(record: Path, split: str, predictions: str | None) -> bool:
+    """Emit a finished run of the same split (its record beside the model) instead of training
+    again: GROBID's big models take Wapiti hours. False when there is none to reuse."""
+    if not record.exists():
+        return False
+    payload = json.loads(record.read_text(encoding="utf-8"))
+    if payload.get("split_digest") != split or not Path(payload.get("model_dir", "")).exists():
+        return False
+    written = payload.pop("predictions", None)
+    if predictions and written is not None:
+        Path(predictions).write_text(json.dumps(written) + "\n", encoding="utf-8")
+    payload["reused"] = str(record)
+    emit(payload, int(payload.get("threads", 1)))
+    return True
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
@@ -172,6 +232,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.add_argument(f"--{role}", required=True)
     p.add_argument("--model", required=True, help="model file to write (its training files go beside it)")
     p.add_argument("--predictions", default=None, help="write the test set's gold and predicted labels here (JSON)")
+    p.add_argument("--reuse", action="store_true",
+                   help="a finished run of the same split and template (MODEL.result.json beside the model) is "
+                        "reported again instead of training")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="stop the optimisation after this long (the issue's 2-hour rule for GROBID's big models): "
+                        "the model of the last iteration is kept, its iteration count and training error reported")
     p.set_defaults(run=cmd_train)
     p = commands.add_parser("measure")
     p.add_argument("--log", default=None, help="the command's output (default: discarded)")

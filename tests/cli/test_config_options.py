@@ -29,6 +29,7 @@ OPTION_STRINGS = {
     "clip_grad": ["--clip-grad"], "lr_decay": ["--lr-decay"], "lr_decay_patience": ["--lr-decay-patience"],
     "min_validation_sequences": ["--min-validation-sequences"], "min_steps_per_epoch": ["--min-steps-per-epoch"],
     "steps_without_validation": ["--steps-without-validation"], "lr_schedule": ["--lr-schedule"],
+    "tokens_without_validation": ["--tokens-without-validation"], "max_batch_tokens": ["--max-batch-tokens"],
     "bucket_batches": ["--bucket-batches"], "dropout": ["--dropout"], "seed": ["--seed"],
     "grad_accum": ["--grad-accum"], "precision": ["--precision"], "transformer": ["--transformer"],
     "transformer_window": ["--transformer-window"], "transformer_stride": ["--transformer-stride"],

@@ -18,7 +18,7 @@ from textorch.errors import DataError
 # line: problem
 BAD_GROBID = (
     b"June june I-<month>\n"
-    b"12 12 <day>\n"               # 2: <day> continues a <month> field
+    b"12 12 <day\n"                # 2: not a GROBID label
     b"2005 2005 I-<year>\n"
     b"\n"
     b"May may I-<month>\n"
@@ -52,8 +52,7 @@ def test_every_grobid_problem_is_reported_at_once(tmp_path: Path) -> None:
     assert check.format == "grobid"
     assert _found(check) == [(2, ERROR), (6, ERROR), (8, ERROR), (10, ERROR), (11, WARNING)]
     messages = [str(p) for p in check.problems]
-    assert messages[0] == (f"{path}:2: error: continuation label '<day>' with no opener "
-                           "(after a <month> token; expected I-<day> to open the field)")
+    assert messages[0].startswith(f"{path}:2: error: invalid GROBID label '<day'")
     assert messages[1] == f"{path}:6: error: expected 3 fields (as on 10 of 11 token lines), found 2"
     assert messages[2] == f"{path}:8: error: invalid UTF-8 (byte 0xff at column 2)"
     assert "invalid GROBID label 'B-<x>'" in messages[3]
@@ -65,11 +64,13 @@ def test_every_grobid_problem_is_reported_at_once(tmp_path: Path) -> None:
     assert summary["labels"] == {"<year>": {"entities": 1, "tokens": 1}, "O": {"entities": 0, "tokens": 2}}
 
 
-def test_outside_tokens_need_no_opener_but_open_nothing(tmp_path: Path) -> None:
+def test_outside_tokens_need_no_opener_and_a_field_after_them_may_open_with_its_continuation(tmp_path: Path) -> None:
     path = _write(tmp_path, "f.train", "a I-<other>\nb <month>\n\nc <other>\nd I-<day>\n")
-    assert [str(p) for p in check_file(path).problems] == [
-        f"{path}:2: error: continuation label '<month>' with no opener (after a <other> token; "
-        "expected I-<month> to open the field)"]
+    check = check_file(path)
+    assert [str(p) for p in check.problems] == [
+        f"{path}:2: warning: 1 field opens with a continuation label, no I- label before ({path}:2); "
+        "each read as the start of its field, as a CRF reads it"]
+    assert [s.labels for s in check.corpus.sequences] == [["O", "I-<month>"], ["O", "B-<day>"]]
 
 
 def test_bad_sequences_are_left_out_with_their_line_numbers(tmp_path: Path) -> None:
@@ -157,13 +158,17 @@ def test_unreadable_files_are_reported_not_raised(tmp_path: Path) -> None:
                                                f"{tmp_path}: error: not a regular file"]
 
 
-def test_empty_documents_and_long_sequences_are_warnings(tmp_path: Path) -> None:
-    text = "-DOCSTART- -X- O O\n\n-DOCSTART- -X- O O\n\n" + "".join(f"w{i} O\n" for i in range(7)) + "\nx O\n"
-    check = check_file(_write(tmp_path, "f.conll", text), max_sequence_length=5)
-    assert [(p.line, p.severity, p.message) for p in check.problems] == [
-        (1, WARNING, "document with no sequence"),
-        (5, WARNING, "sequence of 7 tokens is longer than the maximum sequence length 5"),
-    ]
+def test_empty_documents_are_warnings_and_long_sequences_one_note(tmp_path: Path) -> None:
+    text = ("-DOCSTART- -X- O O\n\n-DOCSTART- -X- O O\n\n" + "".join(f"w{i} O\n" for i in range(7)) + "\nx O\n\n"
+            + "".join(f"v{i} O\n" for i in range(6)))
+    path = _write(tmp_path, "f.conll", text)
+    check = check_file(path, max_sequence_length=5)
+    assert [(p.line, p.severity, p.message) for p in check.problems] == [(1, WARNING, "document with no sequence")]
+    assert check.long_lines == [5, 15] and check.summary()["n_longer_than_max"] == 2
+    assert check.long_sequences_note() == (
+        f"{path}: 2 sequences longer than 5 tokens (longest 7; {path}:5, {path}:15): training reads them in "
+        "consecutive pieces of at most 5 tokens, every token kept; tagging reads whole sequences")
+    assert check_file(path).long_sequences_note() is None  # no maximum: nothing is long
 
 
 def test_valid_and_test_files_use_the_training_format(tmp_path: Path, tiny_conll: Path) -> None:

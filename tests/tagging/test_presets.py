@@ -64,17 +64,19 @@ def test_transformer_settings_are_delft_1_2_0s(model: str) -> None:
     assert (chosen.batch_size, chosen.max_sequence_length, chosen.max_epoch, chosen.early_stop) == DELFT_1_2_0_BERT[model]
 
 
-def test_textorchs_default_adds_rules_that_follow_the_data() -> None:
+def test_textorchs_default_is_one_for_every_model_name() -> None:
     assert apps.GROBID_DEFAULT_ARCHITECTURE == "BidLSTM_CRF_FEATURES_TEMPLATE"
     # GROBID's DeLFTModel passes the layout features to tag() only for names containing "FEATURE"
     assert "FEATURE" in apps.GROBID_DEFAULT_ARCHITECTURE
-    for model in ("figure", "date", "a-model-textorch-has-no-preset-for"):
-        chosen = apps.grobid_defaults(model, apps.GROBID_DEFAULT_ARCHITECTURE)
-        delft = apps.grobid_defaults(model, "BidLSTM_CRF_FEATURES")
-        assert (chosen.batch_size, chosen.max_sequence_length, chosen.max_epoch) == \
-            (delft.batch_size, delft.max_sequence_length, delft.max_epoch)
-        assert (chosen.min_validation_sequences, chosen.min_steps_per_epoch) == \
-            (apps.MIN_VALIDATION_SEQUENCES, apps.MIN_STEPS_PER_EPOCH)
+    chosen = {model: apps.grobid_defaults(model, apps.GROBID_DEFAULT_ARCHITECTURE)
+              for model in ("figure", "date", "header", "fulltext", "a-model-textorch-has-no-preset-for")}
+    assert len(set(chosen.values())) == 1  # the data decides, never the name
+    default = chosen["figure"]
+    assert (default.batch_size, default.max_sequence_length, default.max_epoch) == (20, 1000, 60)
+    assert (default.min_validation_sequences, default.min_steps_per_epoch, default.steps_without_validation) == \
+        (apps.MIN_VALIDATION_SEQUENCES, apps.MIN_STEPS_PER_EPOCH, apps.STEPS_WITHOUT_VALIDATION)
+    assert (default.tokens_without_validation, default.max_batch_tokens) == \
+        (apps.TOKENS_WITHOUT_VALIDATION, apps.MAX_BATCH_TOKENS)
 
 
 def test_command_line_values_win_over_application_defaults() -> None:
@@ -83,7 +85,7 @@ def test_command_line_values_win_over_application_defaults() -> None:
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
                       "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5,
                       "min_validation_sequences": 0, "min_steps_per_epoch": 0,
-                      "steps_without_validation": 0}
+                      "steps_without_validation": 0, "tokens_without_validation": 0, "max_batch_tokens": 0}
     given = apps.resolve_options(defaults, {"bucket_batches": 10, "lr_decay": 1.0})
     assert (given["bucket_batches"], given["lr_decay"]) == (10, 1.0)
     cnn = apps.ner_defaults("BidLSTM_CNN_CRF")
@@ -160,7 +162,7 @@ def test_grobid_default_on_small_data_of_an_unknown_model_trains_on_every_sequen
     log = capsys.readouterr().err
     assert (f"validation data of 4 sequences is too few to pick an epoch (fewer than {apps.MIN_VALIDATION_SEQUENCES}): "
             "training on all 36") in log
-    assert "batch size 1 for 36 training sequences (at least 20 steps an epoch)" in log
+    assert "batch size 1 for 36 training sequences of 4 tokens on average (at least 20 steps an epoch" in log
     assert "2 epochs of 36 steps for 36 training sequences without validation" in log  # --max-epoch caps the budget
     config = json.loads((output / "config.json").read_text())
     assert config["model"]["architecture"] == apps.GROBID_DEFAULT_ARCHITECTURE
@@ -246,7 +248,7 @@ def test_the_grobid_default_chooses_its_training_from_the_data(n: int, trains_on
                          min_steps_per_epoch=chosen["min_steps_per_epoch"],
                          steps_without_validation=chosen["steps_without_validation"])
     train, valid, _ = split_for_training(_generated_corpus(n), None, None, True, config)
-    fitted = fitted_to_data(config, len(train), valid is not None)
+    fitted = fitted_to_data(config, [len(x) for x in train.sequences], valid is not None)
     assert (valid is None) == trains_on_all and fitted.early_stop == (not trains_on_all)
     assert (fitted.batch_size, fitted.max_epoch) == (batch, epochs)
     assert fitted.lr_schedule == ("linear" if trains_on_all else "constant")  # early stopping: DeLFT's plateau cuts
@@ -290,3 +292,22 @@ def test_grobid_eval_names_the_line_of_a_malformed_sequence(tmp_path: Path, tiny
     assert main(["grobid", "caption-like", "eval", "--input", str(broken), "--output", str(model),
                  "--chunk-sequences", "3"]) == 2
     assert f"{broken}:{bad_at + 1}:" in capsys.readouterr().err
+
+
+def test_one_file_trained_under_two_names_gives_the_same_model(tmp_path: Path, tiny_grobid: Path,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    """textorch's GROBID default decides from the data alone: ``figure`` (a name DeLFT has settings
+    for) and a name nobody knows train the same network with the same settings."""
+    models, settings = {}, {}
+    for name in ("figure", "a-layout-model-of-figures-kind"):
+        models[name] = tmp_path / name
+        assert main(["grobid", name, "train", "--input", str(tiny_grobid), "--max-epoch", "2", "--seed", "3",
+                     "--output", str(models[name]), "--quiet"]) == 0
+        settings[name] = [line.split(" INFO ", 1)[1] for line in capsys.readouterr().err.splitlines()
+                          if " INFO settings: " in line]
+    assert settings["figure"] == settings["a-layout-model-of-figures-kind"] and len(settings["figure"]) == 1
+    assert f"max sequence length {apps.TRAINING_PIECE_LENGTH}," in settings["figure"][0]
+    configs = [json.loads((m / "config.json").read_text()) for m in models.values()]
+    assert configs[0] == configs[1]  # the network, the data settings and the weights' digest
+    weights = [(m / "model.safetensors").read_bytes() for m in models.values()]
+    assert weights[0] == weights[1]

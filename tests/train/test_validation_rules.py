@@ -42,7 +42,7 @@ def test_a_validation_share_below_the_minimum_joins_the_training_data(n: int, va
     train, valid, test = split_for_training(_corpus(n), None, None, True, config)
     assert (valid is not None) == valid_kept
     assert len(train) + (len(valid) if valid else 0) + len(test) == n
-    fitted = fitted_to_data(config, len(train), valid is not None)
+    fitted = fitted_to_data(config, [len(x) for x in train.sequences], valid is not None)
     assert fitted.early_stop == valid_kept  # no validation data: nothing to stop on
 
 
@@ -57,8 +57,8 @@ def test_a_given_validation_file_that_is_too_small_joins_too() -> None:
 @pytest.mark.parametrize("n_train, batch", [(68, 3), (30, 1), (1175, 20), (2000, 20)])
 def test_batches_shrink_to_give_enough_steps(n_train: int, batch: int) -> None:
     config = TrainConfig(batch_size=20, min_steps_per_epoch=20)
-    assert fitted_to_data(config, n_train, True).batch_size == batch
-    assert fitted_to_data(replace(config, min_steps_per_epoch=0), n_train, True).batch_size == 20
+    assert fitted_to_data(config, [2] * n_train, True).batch_size == batch
+    assert fitted_to_data(replace(config, min_steps_per_epoch=0), [2] * n_train, True).batch_size == 20
 
 
 @pytest.mark.parametrize("n_train, batch, epochs", [(1305, 20, 30), (1114, 20, 36), (448, 20, 60), (67, 3, 60)])
@@ -66,20 +66,37 @@ def test_without_validation_the_epochs_follow_a_step_budget(n_train: int, batch:
     """About 2,000 steps: ten times the data trains ten times fewer epochs, small data keeps
     ``max_epoch``; with validation (early stopping decides) ``max_epoch`` stays."""
     config = TrainConfig(batch_size=batch, max_epoch=60, steps_without_validation=2000)
-    fitted = fitted_to_data(config, n_train, False)
+    fitted = fitted_to_data(config, [2] * n_train, False)
     assert fitted.max_epoch == epochs
     steps = fitted.max_epoch * -(-n_train // batch)
     assert steps <= 2000 + -(-n_train // batch) or fitted.max_epoch == 60
-    assert fitted_to_data(config, n_train, True).max_epoch == 60
-    assert fitted_to_data(replace(config, steps_without_validation=0), n_train, False).max_epoch == 60
-    assert fitted.lr_schedule == "linear" and fitted_to_data(config, n_train, True).lr_schedule == "constant"
+    assert fitted_to_data(config, [2] * n_train, True).max_epoch == 60
+    assert fitted_to_data(replace(config, steps_without_validation=0), [2] * n_train, False).max_epoch == 60
+    assert fitted.lr_schedule == "linear" and fitted_to_data(config, [2] * n_train, True).lr_schedule == "constant"
 
 
 def test_the_step_budget_counts_the_batches_the_data_leaves() -> None:
     """min_steps_per_epoch shrinks the batch first; the epochs are counted in those batches."""
     config = TrainConfig(batch_size=20, max_epoch=100, min_steps_per_epoch=20, steps_without_validation=400)
-    fitted = fitted_to_data(config, 100, False)
+    fitted = fitted_to_data(config, [2] * 100, False)
     assert fitted.batch_size == 5 and fitted.max_epoch == 20  # 20 steps an epoch
+
+
+def test_whole_documents_count_as_the_pieces_training_reads() -> None:
+    """120 bibliographies of 2,000 tokens, read in pieces of 1,000: 240 sequences for the rules;
+    batches of about 4,000 tokens (four pieces), and epochs that see about 3 million tokens."""
+    config = TrainConfig(batch_size=20, max_epoch=60, max_sequence_length=1000, min_steps_per_epoch=20,
+                         steps_without_validation=2000, tokens_without_validation=3_000_000, max_batch_tokens=4000)
+    fitted = fitted_to_data(config, [2000] * 120, False)
+    assert fitted.batch_size == 4  # 240 pieces // 20 steps = 12, then 4,000 tokens / 1,000 a piece
+    assert fitted.max_epoch == 12  # 3,000,000 / 240,000 tokens (the step budget alone: 60 epochs of 60 steps)
+    assert fitted_to_data(replace(config, tokens_without_validation=0), [2000] * 120, False).max_epoch == 33
+    # the same tokens as short sequences: no cap binds, the rules of small data hold
+    short = fitted_to_data(config, [20] * 1300, False)
+    assert (short.batch_size, short.max_epoch) == (20, 31)
+    # a validation share keeps max_epoch (early stopping decides) but batches still hold bounded tokens
+    assert (fitted_to_data(config, [2000] * 120, True).batch_size, fitted_to_data(config, [2000] * 120, True).max_epoch) \
+        == (4, 60)
 
 
 def test_a_linear_schedule_brings_the_rate_to_zero_at_the_last_step() -> None:

@@ -64,6 +64,8 @@ def format_report(report: ValidationReport, limit: int = MAX_LISTED) -> str:
             length = summary["length"]
             out.append(f"  sequence length: min {length['min']}, mean {length['mean']}, "
                        f"p95 {length['p95']}, max {length['max']}")
+        if note := check.long_sequences_note():
+            out.append(f"  {note.removeprefix(check.path + ': ')}")
         labels = summary.get("labels") or {}
         if labels:
             where = " (of the sequences without errors)" if summary["n_bad_sequences"] else ""

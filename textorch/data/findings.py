@@ -40,6 +40,10 @@ class FileCheck:
     problems: list[Problem] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     """Token count of every sequence, in file order (bad sequences included)."""
+    long_lines: list[int] = field(default_factory=list)
+    """First lines of the sequences longer than the maximum sequence length (none when it is 0)."""
+    max_length: int = 0
+    """The maximum sequence length the file was checked against (0: none)."""
     bad_sequences: set[int] = field(default_factory=set)
     """Indexes (in file order) of the sequences that contain an error."""
     corpus: Corpus | None = None
@@ -71,9 +75,21 @@ class FileCheck:
                 "min": lengths[0], "mean": round(sum(lengths) / len(lengths), 2),
                 "p95": lengths[min(len(lengths) - 1, int(0.95 * len(lengths)))], "max": lengths[-1],
             }
+        if self.max_length:
+            out["n_longer_than_max"] = len(self.long_lines)
         if self.corpus is not None:
             out["labels"] = label_counts(self.corpus)
         return out
+
+    def long_sequences_note(self) -> str | None:
+        """One line on the sequences longer than the maximum length, or None when there are none."""
+        if not self.long_lines:
+            return None
+        count = len(self.long_lines)
+        return (f"{self.path}: {plural(count, 'sequence')} longer than {self.max_length:,} tokens (longest "
+                f"{max(self.lengths):,}; {places(self.path, self.long_lines)}): training reads "
+                f"{'it' if count == 1 else 'them'} in consecutive pieces of at most {self.max_length:,} tokens, "
+                "every token kept; tagging reads whole sequences")
 
 
 def label_counts(corpus: Corpus) -> dict[str, dict[str, int]]:
@@ -100,10 +116,10 @@ def places(path: str, lines: list[int], shown: int = 3) -> str:
 
 
 def grobid_departures(path: str, expected: int, other_widths: list[tuple[int, int]],
-                      start_continuations: list[int]) -> list[tuple[int, str]]:
-    """The warnings (line, message) for what GROBID's own files do and DeLFT trains on anyway:
-    sequences whose field count differs from the file's (``(line, fields)`` each), and sequences
-    opened by a continuation label (their lines). One warning per kind, with a count."""
+                      open_continuations: list[int]) -> list[tuple[int, str]]:
+    """The warnings (line, message) for what GROBID's own files do and Wapiti and DeLFT train on:
+    sequences whose field count differs from the file's (``(line, fields)`` each), and fields
+    opened by their continuation label (their lines). One warning per kind, with a count."""
     found = []
     if other_widths:
         widths = ", ".join(str(w) for w in sorted({w for _, w in other_widths}))
@@ -111,10 +127,10 @@ def grobid_departures(path: str, expected: int, other_widths: list[tuple[int, in
                    f"({places(path, [n for n, _ in other_widths])}); read as they are: a model with features takes "
                    "its columns by index from the left")
         found.append((other_widths[0][0], message))
-    if start_continuations:
-        lines = start_continuations
-        verb = "starts" if len(lines) == 1 else "start"
-        message = (f"{plural(len(lines), 'sequence')} {verb} with a continuation label ({places(path, lines)}); "
-                   "read as the start of the field, as DeLFT reads it")
+    if open_continuations:
+        lines = open_continuations
+        verb = "opens" if len(lines) == 1 else "open"
+        message = (f"{plural(len(lines), 'field')} {verb} with a continuation label, no I- label before "
+                   f"({places(path, lines)}); each read as the start of its field, as a CRF reads it")
         found.append((lines[0], message))
     return found

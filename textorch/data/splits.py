@@ -7,6 +7,7 @@ splits the same way everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -109,6 +110,13 @@ def stratified_folds(examples: list[ClsExample], k: int, seed: int) -> list[np.n
     return [np.array(sorted(f), dtype=np.int64) for f in folds]
 
 
+def piece_lengths(lengths: Sequence[int], max_length: int) -> list[int]:
+    """The lengths of the pieces :func:`cut_long_sequences` makes of sequences of ``lengths``."""
+    if max_length <= 0:
+        return list(lengths)
+    return [min(max_length, n - start) for n in lengths for start in range(0, max(n, 1), max_length)]
+
+
 def cut_long_sequences(sequences: list[TokenSequence], max_length: int) -> list[TokenSequence]:
     """Cut sequences longer than ``max_length`` into consecutive pieces (no token dropped).
 
@@ -133,6 +141,18 @@ def cut_long_sequences(sequences: list[TokenSequence], max_length: int) -> list[
                 )
             )
     return out
+
+
+def cut_summary(lengths: Sequence[int], max_length: int) -> str | None:
+    """One line on what :func:`cut_long_sequences` does to sequences of ``lengths``; None when it
+    cuts nothing."""
+    long = [n for n in lengths if max_length > 0 and n > max_length]
+    if not long:
+        return None
+    pieces = sum(-(-n // max_length) for n in long)
+    noun = "sequence" if len(long) == 1 else "sequences"
+    return (f"{len(long)} training {noun} longer than {max_length:,} tokens (longest {max(long):,}) read as {pieces:,} "
+            f"consecutive pieces of at most {max_length:,} tokens, every token kept; tagging reads whole sequences")
 
 
 def valid_iob2(sequences: list[TokenSequence]) -> list[TokenSequence]:

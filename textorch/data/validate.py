@@ -15,9 +15,8 @@ Errors (training refuses the data unless told to skip the sequences concerned):
   the format does not allow (CoNLL: 2 to 4; GROBID: at least token and label);
 - a label outside the scheme (CoNLL: ``O``, ``B-/I-/E-/S-X``; GROBID: ``I-<x>``, ``<x>``) or,
   when the format was detected, a label of the other format (``I-<x>`` in a CoNLL file);
-- a continuation with no opener: a GROBID ``<x>`` after a token of another field (``<other>`` is
-  exempt: outside tokens have no boundary to get wrong), and, in an IOBES CoNLL file, an ``I-X``
-  or ``E-X`` that does not follow ``B-X`` or ``I-X``.
+- in an IOBES CoNLL file, a continuation with no opener: an ``I-X`` or ``E-X`` that does not
+  follow ``B-X`` or ``I-X``.
 
 Warnings (reported, never blocking):
 
@@ -26,11 +25,17 @@ Warnings (reported, never blocking):
   a warning at each line of the rarer one; both read as the same IOB2 ``B-X``, so training is
   not affected. CoNLL-2003's ``eng.train`` has two such lines (IOB1 with a ``B-MISC`` after O).
 - a control character inside a line (NUL, a carriage return not followed by a line feed...);
-- a sequence longer than the maximum sequence length; a document with no sequence;
+- a document with no sequence;
 - a label type of the validation or test file that the training file never uses;
-- GROBID files as GROBID writes them, which DeLFT trains on (one line each, with a count): a
-  sequence opened by a continuation ``<x>`` (read as the field's start), and sequences whose
-  number of feature columns differs from the file's (each sequence keeps its own count).
+- GROBID files as GROBID writes them, which Wapiti and DeLFT train on (one line each, with a
+  count and the first places): a field opened by its continuation label ``<x>`` (at a sequence's
+  start or after a token of another field; GROBID's alignment drops a field's first token when it
+  cannot match it), read as the field's start, and sequences whose number of feature columns
+  differs from the file's (each sequence keeps its own count).
+
+Sequences longer than the maximum sequence length are no problem: training reads them in
+consecutive pieces that keep every token, tagging reads them whole. They are counted
+(``FileCheck.long_lines``) and said once per file in the log and in ``seq validate``'s summary.
 """
 
 from __future__ import annotations
@@ -156,7 +161,7 @@ class _Walker:
         self.sequence_fields = 0
         self.sequence_field_line = 0
         self.other_widths: list[tuple[int, int]] = []
-        self.start_continuations: list[int] = []
+        self.open_continuations: list[int] = []
 
     def run(self, lines: list[str], columns: Counter) -> None:
         expected, describe = _column_rule(columns, self.fmt)
@@ -196,8 +201,8 @@ class _Walker:
                                       f"{self.sequence_field_line}, the first of this sequence)")
 
     def report_grobid_departures(self, expected: int) -> None:
-        """One warning per kind: sequences of another width, sequences opened by a continuation."""
-        for line, message in grobid_departures(self.check.path, expected, self.other_widths, self.start_continuations):
+        """One warning per kind: sequences of another width, fields opened by a continuation."""
+        for line, message in grobid_departures(self.check.path, expected, self.other_widths, self.open_continuations):
             self.check.add(line, message, WARNING)
 
     def flush(self, end: int) -> None:
@@ -207,8 +212,7 @@ class _Walker:
         self.spans.append((self.start, end))
         self.check.lengths.append(length)
         if self.max_length and length > self.max_length:
-            self.check.add(self.start + 1, f"sequence of {length} tokens is longer than the maximum "
-                                           f"sequence length {self.max_length}", WARNING)
+            self.check.long_lines.append(self.start + 1)
         self.start = -1
 
     def check_line(self, lineno: int, line: str, fields: list[str], expected: int, describe: str) -> None:
@@ -248,14 +252,12 @@ class _Walker:
         return error
 
     def grobid_opener(self, lineno: int, label: str) -> None:
+        """A continuation ``<x>`` with no opener opens its field: GROBID's trainers write one where
+        their alignment dropped the field's first token, and a CRF (Wapiti's) reads it so."""
         opens = label.startswith("I-")
         typ = label[2:] if opens else label
         if not opens and self.previous not in (typ, _UNKNOWN) and not label.endswith(GROBID_OTHER_SUFFIX):
-            if not self.previous:
-                self.start_continuations.append(lineno)
-            else:
-                self.check.add(lineno, f"continuation label {label!r} with no opener (after a {self.previous} "
-                                       f"token; expected I-{label} to open the field)")
+            self.open_continuations.append(lineno)
         self.previous = typ
 
     def conll_opener(self, lineno: int, label: str) -> None:
@@ -305,7 +307,7 @@ def check_file(path: str | Path, role: str = "train", format: str | None = None,
     ``format`` None detects it from the labels. ``detected`` says that a given format was itself
     detected (from the training file): labels of the other format are then errors too.
     """
-    check = FileCheck(str(path), role)
+    check = FileCheck(str(path), role, max_length=max_sequence_length)
     try:
         data = read_file_bytes(path)
     except DataError as exc:

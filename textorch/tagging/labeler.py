@@ -24,7 +24,7 @@ from textorch.tagging.inputs import Token, read_evaluation_corpus, to_sequences
 from textorch.tagging.training_path import train_given
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import SequenceEncoder
-from textorch.data.splits import cut_long_sequences, valid_iob2
+from textorch.data.splits import cut_long_sequences, cut_summary, valid_iob2
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.eval.metrics import EntityCounts
@@ -179,6 +179,8 @@ class SequenceLabeler:
         from its newest checkpoint (see :mod:`textorch.train.resume`).
         """
         ctx = ctx or DistContext()
+        if summary := cut_summary([len(s) for s in train.sequences], train_config.max_sequence_length):
+            logger.info("%s", summary)
         sequences = cut_long_sequences(train.sequences, train_config.max_sequence_length)
         if forbids_iob2_moves(self.model_config):
             sequences = valid_iob2(sequences)

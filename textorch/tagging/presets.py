@@ -44,6 +44,20 @@ STEPS_WITHOUT_VALIDATION = 2000
 its learning rate falling linearly to zero."""
 MIN_STEPS_PER_EPOCH = 20
 """textorch's own GROBID default: batches small enough for 20 steps an epoch on small data."""
+DEFAULT_BATCH_SIZE = 20
+"""textorch's own GROBID default: at most 20 sequences a batch (DeLFT's for most models)."""
+TRAINING_PIECE_LENGTH = 1000
+"""textorch's own GROBID default: training reads sequences in pieces of at most this many tokens
+(every token kept; tagging reads whole sequences). No sequence of the small models' corpora is
+longer; whole documents (headers, bibliographies, paper bodies, a PDF's lines) are read a
+thousand tokens at a time, which gives more, cheaper steps than whole documents would."""
+MAX_BATCH_TOKENS = 4000
+"""textorch's own GROBID default: about this many tokens a batch at most (nine headers, four
+pieces of a bibliography); no batch of the small models' corpora comes near it."""
+TOKENS_WITHOUT_VALIDATION = 3_000_000
+"""textorch's own GROBID default: without validation, the epochs see about this many tokens at
+most (affiliation-address's step budget reads 1.3 million; a corpus of 300,000 tokens of whole
+documents gets ten epochs)."""
 
 
 DELFT_LR_DECAY = 0.5
@@ -67,6 +81,8 @@ class AppDefaults:
     min_validation_sequences: int = 0
     min_steps_per_epoch: int = 0
     steps_without_validation: int = 0
+    tokens_without_validation: int = 0
+    max_batch_tokens: int = 0
 
 
 # (max sequence length, batch size) per GROBID model, recurrent and transformer architectures,
@@ -96,12 +112,17 @@ def grobid_model_name(model: str, architecture: str) -> str:
 
 
 def grobid_defaults(model: str, architecture: str) -> AppDefaults:
-    """What DeLFT's ``configure()`` chooses for ``model`` trained with ``architecture``."""
+    """What ``textorch grobid MODEL`` trains ``architecture`` with: for textorch's own
+    architecture (CRF template features) the same settings whatever the model's name, whose
+    rules follow the data (:func:`textorch_grobid_defaults`); for DeLFT's architectures, what
+    DeLFT's ``configure()`` chooses for ``model``."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", model):
         raise ConfigError(f"invalid GROBID model name {model!r}; e.g. {', '.join(GROBID_MODELS[:4])}")
+    arch = get_architecture(architecture)
+    if arch.template:
+        return textorch_grobid_defaults()
     if model not in GROBID_MODELS:
         logger.info("no DeLFT settings for GROBID model %r (known: %s): generic defaults", model, ", ".join(GROBID_MODELS))
-    arch = get_architecture(architecture)
     # DeLFT draws every batch at random from the whole shuffled set. Length buckets (the
     # library's default) make batches of near-equal lengths, which on GROBID's corpora cost F1
     # against DeLFT's (docs/performance.md, "Where name-header's F1 gap came from"); these
@@ -112,13 +133,19 @@ def grobid_defaults(model: str, architecture: str) -> AppDefaults:
         software = model.startswith("software")
         return AppDefaults(batch, min(length, 512), 30 if software else 60, early_stop=not software, bucket_batches=1)
     length, batch = _delft_entry(_GROBID_RNN, _RNN_PREFIXES, model, (3000, 20))
-    delft = AppDefaults(batch, length, 80 if model == "header" else 60, bucket_batches=1, lr_decay=DELFT_LR_DECAY)
-    if not arch.template:
-        return delft
-    # textorch's own architecture: DeLFT's numbers, then rules that follow the data's size (an
-    # unknown model name of 70 sequences trains like figure, not like a model of 1,400).
-    return replace(delft, min_validation_sequences=MIN_VALIDATION_SEQUENCES, min_steps_per_epoch=MIN_STEPS_PER_EPOCH,
-                   steps_without_validation=STEPS_WITHOUT_VALIDATION)
+    return AppDefaults(batch, length, 80 if model == "header" else 60, bucket_batches=1, lr_decay=DELFT_LR_DECAY)
+
+
+def textorch_grobid_defaults() -> AppDefaults:
+    """textorch's GROBID default, one for every model name: a corpus of 60 figures, of 1,400
+    names or of 700 whole headers is told apart by its data (the rules of
+    ``training_path.fitted_to_data``: validation only where the share is big enough, batches of
+    enough steps and bounded tokens, epochs from a step and a token budget), never by its name.
+    Random batches and DeLFT's plateau cut, as DeLFT's GROBID runs."""
+    return AppDefaults(batch_size=DEFAULT_BATCH_SIZE, max_sequence_length=TRAINING_PIECE_LENGTH, max_epoch=60,
+                       bucket_batches=1, lr_decay=DELFT_LR_DECAY, min_validation_sequences=MIN_VALIDATION_SEQUENCES,
+                       min_steps_per_epoch=MIN_STEPS_PER_EPOCH, steps_without_validation=STEPS_WITHOUT_VALIDATION,
+                       tokens_without_validation=TOKENS_WITHOUT_VALIDATION, max_batch_tokens=MAX_BATCH_TOKENS)
 
 
 _TRAIN_NAME = re.compile(r"(?P<model>.+)-(?P<date>\d{6})\.train(?:\.gz)?$")
@@ -215,7 +242,9 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
               "lr_decay": defaults.lr_decay if defaults.lr_decay is not None else TrainConfig.lr_decay,
               "min_validation_sequences": defaults.min_validation_sequences,
               "min_steps_per_epoch": defaults.min_steps_per_epoch,
-              "steps_without_validation": defaults.steps_without_validation}
+              "steps_without_validation": defaults.steps_without_validation,
+              "tokens_without_validation": defaults.tokens_without_validation,
+              "max_batch_tokens": defaults.max_batch_tokens}
     return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
 
 

@@ -16,6 +16,7 @@ of each function that makes one) rather than importing ``SequenceLabeler``: the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ from textorch.tagging.config import TASK, DataConfig, ModelConfig, TrainConfig, 
 from textorch.data.corpus import Corpus
 from textorch.data.checked_read import read_validated
 from textorch.data.features import require_feature_columns_of
-from textorch.data.splits import training_splits
+from textorch.data.splits import piece_lengths, training_splits
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.model_dir import check_writable
 from textorch.tagging.inputs import as_corpus
@@ -89,29 +90,44 @@ def split_for_training(
     return train, valid, test
 
 
-def fitted_to_data(train_config: TrainConfig, n_train: int, has_valid: bool) -> TrainConfig:
-    """``train_config`` for ``n_train`` training sequences: no early stopping without validation
-    data (``has_valid`` False: a share too small to be held out; n folds validate on their own),
-    a batch size that gives at least ``min_steps_per_epoch`` steps, and, without validation, the
-    epochs that make about ``steps_without_validation`` steps at a linearly falling rate."""
+def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_valid: bool) -> TrainConfig:
+    """``train_config`` for training sequences of ``train_lengths`` tokens: no early stopping
+    without validation data (``has_valid`` False: a share too small to be held out; n folds
+    validate on their own), a batch size that gives at least ``min_steps_per_epoch`` steps and
+    holds about ``max_batch_tokens`` tokens at most, and, without validation, the epochs that make
+    about ``steps_without_validation`` steps (and see at most about ``tokens_without_validation``
+    tokens) at a linearly falling rate. Sequences count as the pieces of ``max_sequence_length``
+    tokens that training cuts them into, so a corpus of whole documents is sized by what a step
+    reads, not by how many documents it has."""
     changes: dict[str, object] = {}
     if not has_valid and train_config.early_stop:
         changes["early_stop"] = False
+    pieces = piece_lengths(train_lengths, train_config.max_sequence_length)
+    n_train, n_tokens = len(pieces), sum(pieces)
     batch = train_config.batch_size
     if train_config.min_steps_per_epoch:
         batch = max(1, min(batch, n_train // train_config.min_steps_per_epoch))
-        if batch != train_config.batch_size:
-            logger.info("batch size %d for %d training sequences (at least %d steps an epoch)", batch, n_train,
-                        train_config.min_steps_per_epoch)
-            changes["batch_size"] = batch
+    if train_config.max_batch_tokens and n_tokens:
+        batch = max(1, min(batch, round(train_config.max_batch_tokens * n_train / n_tokens)))
+    if batch != train_config.batch_size:
+        logger.info("batch size %d for %d training sequences of %d tokens on average (at least %d steps an epoch, "
+                    "about %s tokens a batch at most)", batch, n_train, round(n_tokens / max(n_train, 1)),
+                    train_config.min_steps_per_epoch, _count_or_any(train_config.max_batch_tokens))
+        changes["batch_size"] = batch
     if not has_valid and train_config.steps_without_validation:
         steps_per_epoch = max(1, -(-n_train // batch))
         epochs = max(1, min(train_config.max_epoch, round(train_config.steps_without_validation / steps_per_epoch)))
-        logger.info("%d epochs of %d steps for %d training sequences without validation (about %d steps), "
-                    "the learning rate falling linearly to zero", epochs, steps_per_epoch, n_train,
-                    train_config.steps_without_validation)
+        if train_config.tokens_without_validation and n_tokens:
+            epochs = max(1, min(epochs, round(train_config.tokens_without_validation / n_tokens)))
+        logger.info("%d epochs of %d steps for %d training sequences without validation (about %d steps, at most "
+                    "about %s tokens), the learning rate falling linearly to zero", epochs, steps_per_epoch, n_train,
+                    train_config.steps_without_validation, _count_or_any(train_config.tokens_without_validation))
         changes.update(max_epoch=epochs, lr_schedule="linear")
     return replace(train_config, **changes) if changes else train_config
+
+
+def _count_or_any(n: int) -> str:
+    return f"{n:,}" if n else "any"
 
 
 def train_tagger(
@@ -239,7 +255,7 @@ def _train_checked(
     split, then one of four modes (a finished run resumed, continued training, n folds, one
     model), then score the test data and save."""
     train, valid, test = split_for_training(train, valid, test, hold_out_test, train_config, fold_count)
-    train_config = fitted_to_data(train_config, len(train), valid is not None or fold_count > 1)
+    train_config = fitted_to_data(train_config, [len(s) for s in train.sequences], valid is not None or fold_count > 1)
     splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
     logger.info("data: %s (%s) — %d train, %d valid, %d test sequences", train.path, train.format, *splits.values())
     if run is not None and run.status == COMPLETE:

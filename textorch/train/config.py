@@ -82,6 +82,18 @@ class TrainConfig:
                     "whose last epoch is the model", choices=LR_SCHEDULES)
     """``constant``, or ``linear``: the rate falls linearly to zero over the run. Not for the
     BERT family, which has its own warm-up and decay."""
+    tokens_without_validation: int = option(
+        0, "without validation data, also stop after the whole epochs that see about N training tokens "
+           "(default: {default}, no such limit)", metavar="N")
+    """With no validation data, the epochs are also capped so that the run sees about this many
+    tokens: a step budget fit for a few hundred short sequences would train a corpus of whole
+    documents (a few hundred thousand tokens) for hours without gain (0: no cap)."""
+    max_batch_tokens: int = option(
+        0, "lower the batch size where needed so that a batch holds about N tokens at most "
+           "(default: {default}, off)", metavar="N")
+    """The batch size is lowered, where needed, so that a batch of training sequences (pieces of
+    ``max_sequence_length``) holds about this many tokens on average: twenty whole documents to a
+    step would leave too few steps and too much memory (0: keep ``batch_size``)."""
     min_steps_per_epoch: int = option(
         0, "lower the batch size where needed so that an epoch has at least N steps (default: {default}, off)", metavar="N")
     """The batch size is lowered, where needed, so that an epoch over the training data has at
@@ -122,6 +134,8 @@ class TrainConfig:
             raise ConfigError(f"--max-sequence-length must be >= 0, got {self.max_sequence_length}")
         if self.min_validation_sequences < 0 or self.min_steps_per_epoch < 0:
             raise ConfigError("min_validation_sequences and min_steps_per_epoch must be >= 0 (0: off)")
+        if self.tokens_without_validation < 0 or self.max_batch_tokens < 0:
+            raise ConfigError("tokens_without_validation and max_batch_tokens must be >= 0 (0: off)")
         if self.steps_without_validation < 0:
             raise ConfigError(f"steps_without_validation must be >= 0 (0: off), got {self.steps_without_validation}")
         if self.lr_schedule not in LR_SCHEDULES:
