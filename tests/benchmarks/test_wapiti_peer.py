@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,59 @@ def test_whole_file_engines_give_seq_tag_their_options(tmp_path):
         "torch": ["--engine", "torch"], "onnx": ["--engine", "onnx"], "onnx-int8": ["--engine", "onnx", "--quantized"]}
     assert {engine: r.export_options() for engine, r in runners.items()} == {
         "torch": None, "onnx": [], "onnx-int8": ["--quantize"]}  # the int8 engine's export makes the int8 files
+
+
+SLOW_WAPITI = r'''#!{python}
+"""A stand-in for a wapiti train that would run for minutes: on SIGINT it prints one more
+iteration and writes its model, as wapiti's interrupt rule does."""
+import signal, sys, time
+args = sys.argv[1:]
+if args[0] == "label":
+    model, source, target = args[2], args[3], args[4]
+    with open(source) as lines, open(target, "w") as out:
+        for line in lines:
+            out.write(line.rstrip("\n") + ("\t<other>" if line.split() else "") + "\n")
+    sys.exit(0)
+def stop(*_):
+    print("  [   7] obj=12.5  act=40  err= 0.30%/12.00% time=0.01s/0.07s", flush=True)
+    open(args[-1], "w").write("model")
+    sys.exit(0)
+signal.signal(signal.SIGINT, stop)
+print("  [   1] obj=99.0  act=50  err=40.00%/90.00% time=0.01s/0.01s", flush=True)
+time.sleep(60)
+sys.exit(3)
+'''
+
+
+def test_a_time_limit_stops_wapiti_with_its_model_and_a_finished_run_is_reused(tmp_path, monkeypatch, capsys):
+    template = shared_template(tmp_path, monkeypatch)
+    files = split_files(tmp_path)
+    slow = tmp_path / "slow-wapiti"
+    slow.write_text(SLOW_WAPITI.format(python=sys.executable), encoding="utf-8")
+    slow.chmod(0o755)
+    model = tmp_path / "models" / "header-s1.wapiti"
+    predictions = tmp_path / "pred.json"
+    argv = ["train", "--wapiti", str(slow), "--template", str(template), "--task", "header", "--seed", "1",
+            "--train", files.textorch["train"], "--valid", files.textorch["valid"], "--test", files.textorch["test"],
+            "--model", str(model), "--predictions", str(predictions), "--reuse", "--time-limit", "1"]
+    started = time.perf_counter()
+    wapiti_runner.main(argv)
+    assert time.perf_counter() - started < 30  # stopped at the limit, not after its minute
+    payload = json.loads(capsys.readouterr().out.split("BENCH_JSON ", 1)[1])
+    assert payload["stopped_at_time_limit"] and payload["iterations"] == 7
+    assert payload["last_training_error"] == "0.30%/12.00%"
+    first = json.loads(predictions.read_text())
+    # the same split again: reported from the record beside the model, wapiti not started
+    predictions.unlink()
+    broken = tmp_path / "broken-wapiti"
+    broken.write_text("#!/bin/sh\nexit 9\n", encoding="utf-8")
+    broken.chmod(0o755)
+    wapiti_runner.main([a if a != str(slow) else str(broken) for a in argv])
+    again = json.loads(capsys.readouterr().out.split("BENCH_JSON ", 1)[1])
+    assert again["reused"].endswith("header-s1.wapiti.result.json") and again["iterations"] == 7
+    assert json.loads(predictions.read_text()) == first
+    # another split (or template) is trained again: the broken binary fails
+    changed = write(tmp_path / "other-test.txt", TEST[:1])
+    with pytest.raises(SystemExit, match="exit 9"):
+        wapiti_runner.main([changed if a == files.textorch["test"] else a
+                            for a in [a if a != str(slow) else str(broken) for a in argv]])

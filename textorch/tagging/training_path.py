@@ -31,6 +31,7 @@ from textorch.data.splits import piece_lengths, training_splits
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.model_dir import check_writable
 from textorch.tagging.inputs import as_corpus
+from textorch.tagging.learned_check import learned_nothing
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
 from textorch.train.checkpoint_options import CheckpointOptions
@@ -288,6 +289,7 @@ def _train_one(labeler_type: LabelerType, train: Corpus, valid: Corpus | None, m
     labeler = labeler_type.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
     labeler.fit(train, valid, train_config, ctx=ctx, checkpoints=run.checkpointer() if run is not None else None)
     _log_training(labeler)
+    _warn_if_nothing_learned(labeler, train)
     return labeler
 
 
@@ -306,11 +308,17 @@ def _train_incremental(labeler_type: LabelerType, input_model: str, train: Corpu
     """The saved model trained further on ``train``; its history goes on with one more run."""
     labeler, previous = _continue_from(labeler_type, input_model, train, device, cache_dir, train_config.seed)
     labeler.fit(train, valid, train_config, ctx=ctx)
+    _warn_if_nothing_learned(labeler, train)
     if labeler.history is not None:
         last = labeler.history.runs[-1]
         last.name, last.continues = "incremental", True
         labeler.history.runs = [*previous, last]
     return labeler
+
+
+def _warn_if_nothing_learned(labeler: SequenceLabeler, train: Corpus) -> None:
+    if problem := learned_nothing(labeler, train):
+        logger.warning("%s", problem)
 
 
 def _embeddings(data_config: DataConfig, cache_dir: str | None, ctx: DistContext):
