@@ -29,12 +29,21 @@ BLOCK_BYTES = 1 << 20
 """Bytes read at a time: large enough that decoding and splitting run at whole-file speed."""
 
 
-def _open(path: str | Path) -> BinaryIO:
+def check_input_file(path: str | Path) -> Path:
+    """``path`` as a :class:`Path` when it names a regular file, which can be read to its end;
+    else the reader's ``DataError`` (not found; not a regular file: a folder, a device such as
+    ``/dev/zero`` that never ends, a FIFO whose opening waits for a writer). Asked without
+    opening the path, before anything else reads it."""
     file = Path(path)
     if not file.exists():
         raise DataError(path, None, "file not found")
     if not file.is_file():
         raise DataError(path, None, "not a regular file")
+    return file
+
+
+def _open(path: str | Path) -> BinaryIO:
+    file = check_input_file(path)
     try:
         return gzip.open(file, "rb") if file.name.endswith(".gz") else open(file, "rb")  # type: ignore[return-value]
     except OSError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import logging
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -21,7 +22,7 @@ from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.json_stream import JsonListWriter
 from textorch.data.readers import read_conll, read_grobid, read_text
 from textorch.data.staged_output import StagedOutput
-from textorch.data.streams import chunks, stream_conll, stream_grobid, stream_text, until_error
+from textorch.data.streams import check_input_file, chunks, stream_conll, stream_grobid, stream_text, until_error
 from textorch.data.tags import is_grobid_label
 from textorch.data.writers import answer_header, conll_block, grobid_block
 from textorch.errors import ConfigError, TextorchError
@@ -57,6 +58,7 @@ def _check_format(input_format: str) -> None:
 def stream_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> Iterator[TokenSequence]:
     """The sequences :func:`read_for_tagging` reads, one at a time, as the file is read."""
     _check_format(input_format)
+    check_input_file(path)  # before any look at its first lines: /dev/zero or a FIFO is never opened
     if input_format == "text":
         _warn_if_feature_rows(path, labeler)
         return stream_text(path)
@@ -167,6 +169,7 @@ class TaggedWriter:
 def read_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -> Corpus:
     """Read input to tag; a gold label column in CoNLL/GROBID input is recognised and ignored."""
     _check_format(input_format)
+    check_input_file(path)
     if input_format == "text":
         _warn_if_feature_rows(path, labeler)
         return read_text(path)
@@ -192,13 +195,24 @@ def _first_fields(path: str) -> list[str]:
 
 
 def _leading_fields(path: str, count: int) -> list[list[str]]:
-    """The fields of the first ``count`` non-blank lines; none when unreadable."""
+    """The fields of the first ``count`` non-blank lines; none when unreadable. Only a regular
+    file is opened: the reader's ``DataError`` otherwise (a device such as ``/dev/zero`` has no
+    line end to stop at, and a FIFO would be consumed or wait for a writer)."""
+    check_input_file(path)
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
-            return list(islice((line.split() for line in lines if line.strip()), count))
-    except OSError:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+            head = handle.read(SNIFF_CHARS)  # bounded: a huge file without a line end is not read whole
+    except (OSError, EOFError, zlib.error):
         return []
+    lines = head.split("\n")
+    if len(head) == SNIFF_CHARS:
+        lines.pop()  # perhaps cut
+    return list(islice((line.split() for line in lines if line.strip()), count))
+
+
+SNIFF_CHARS = 1 << 20
+"""At most this much of the input is looked at by :func:`_leading_fields`."""
 
 
 FEATURE_ROWS_CHECKED = 3
