@@ -129,11 +129,24 @@ def _fsync_dir(directory: Path) -> None:
                 os.fsync(handle.fileno())
 
 
+def require_directory(directory: str | Path) -> Path:
+    """``directory`` as a :class:`Path` when it is a folder; else a :class:`ModelFormatError` that
+    says what it is instead (missing, a file: a ``--model`` given a data file, say)."""
+    directory = Path(directory)
+    if directory.is_dir():
+        return directory
+    if directory.is_file():
+        why = "it is a file; give the model's folder"
+    elif directory.exists():
+        why = "it is not a folder"
+    else:
+        why = "it does not exist"
+    raise ModelFormatError(f"{directory}: not a model directory ({why})")
+
+
 def read_model_config(directory: str | Path) -> dict:
     """``config.json`` checked for presence, JSON validity and a supported format version."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise ModelFormatError(f"{directory}: not a model directory (it does not exist)")
+    directory = require_directory(directory)
     path = directory / CONFIG_FILE
     if not path.is_file():
         raise ModelFormatError(f"{path}: missing; {directory} is not a textorch model directory")

@@ -17,7 +17,7 @@ from pathlib import Path
 from textorch.cli.commands import group_help
 from textorch.tagging import presets as apps
 from textorch.cli import seq
-from textorch.cli.run_options import fold_parallel_option, incremental_input
+from textorch.cli.run_options import fold_parallel_option, incremental_input, refuse_output_over_input
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
@@ -129,6 +129,7 @@ def _grobid(args: argparse.Namespace) -> int:
 def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
     from textorch.tagging.labeler import SequenceLabeler
 
+    refuse_output_over_input(args.input, args.tag_output, "--tag-output")
     with session(args.device, args.threads) as (ctx, device):
         labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
         labels_as = labeler.input_format if args.input_format != "text" else None  # token input: per-token labels too

@@ -16,8 +16,10 @@ from textorch.cli.run_options import (
     add_fold_parallel_option,
     add_tensorboard_option,
     add_train_commands,
+    check_at_least_one,
     fold_parallel_option,
     print_architectures,
+    refuse_output_over_input,
 )
 from textorch.tagging.config import TrainConfig
 from textorch.data.cls_readers import INPUT_FORMATS
@@ -108,6 +110,7 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    check_at_least_one(args, "batch_size")
     with session(args.device, args.threads) as (ctx, device):
         classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, classifier)
@@ -124,6 +127,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _classify(args: argparse.Namespace) -> int:
+    check_at_least_one(args, "batch_size")
+    refuse_output_over_input(args.input, args.output)
     with session(args.device, args.threads) as (ctx, device):
         classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, classifier)

@@ -7,8 +7,11 @@ Shared by ``seq train``/``seq train-eval`` and the ``grobid`` and ``ner`` applic
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
+from pathlib import Path
 
+from textorch.errors import ConfigError
 from textorch.train.fold_spread import FOLD_PARALLEL_MODES, check_fold_parallel
 
 
@@ -20,6 +23,33 @@ def true_or_false(value: str) -> bool:
     if lowered in ("false", "no", "0"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def check_at_least_one(args: argparse.Namespace, *names: str) -> None:
+    """A ``ConfigError`` naming the option when one of ``names`` (``batch_size``...) is below 1:
+    checked before a model is loaded, whichever engine would run it (PyTorch would raise its own
+    ``ValueError`` deep inside, ONNX Runtime would run on)."""
+    for name in names:
+        value = getattr(args, name)
+        if value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+
+
+def refuse_output_over_input(input_path: str, output: str | None, output_option: str = "--output") -> None:
+    """A ``ConfigError`` naming both when the output file is the input file (the same path, or
+    another name of the same file): the finished output would replace the input, which is read
+    as the output is written."""
+    if not output:
+        return
+    source, target = Path(input_path), Path(output)
+    try:
+        same = (os.path.samefile(source, target) if source.exists() and target.exists()
+                else source.resolve() == target.resolve())
+    except (OSError, ValueError):  # a path the system refuses: the reader or the writer names it
+        return
+    if same:
+        raise ConfigError(f"{output_option} {output} is the input file --input {input_path}: the output would "
+                          "replace it; write the output elsewhere")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

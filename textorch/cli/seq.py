@@ -28,9 +28,11 @@ from textorch.cli.run_options import (
     add_run_options,
     add_seq_run_options,
     add_train_commands,
+    check_at_least_one,
     fold_parallel_option,
     incremental_input,
     print_architectures,
+    refuse_output_over_input,
 )
 from textorch.cli.config_options import add_config_options, config_from_args
 from textorch.cli.export import add_engine_options, apply_engine_options, torch_free_tagger
@@ -81,6 +83,7 @@ def _eval(args: argparse.Namespace) -> int:
     from textorch.tagging import training
     from textorch.tagging.labeler import SequenceLabeler
 
+    check_at_least_one(args, "batch_size")
     with session(args.device, args.threads) as (ctx, device):
         labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
         apply_engine_options(args, labeler)
@@ -96,6 +99,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _tag(args: argparse.Namespace) -> int:
     started = time.perf_counter()
+    check_at_least_one(args, "batch_size")
+    refuse_output_over_input(args.input, args.output)
     onnx_tagger = torch_free_tagger(args)
     place = nullcontext((DistContext(), None)) if onnx_tagger is not None else session(args.device, args.threads)
     with place as (ctx, device):

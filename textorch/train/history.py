@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from textorch.errors import ModelFormatError
+from textorch.model_dir import require_directory
 from textorch.train.trainer import TrainingResult
 
 HISTORY_JSON = "history.json"
@@ -144,9 +145,7 @@ def history_files(history: TrainingHistory | None) -> dict[str, str | bytes]:
 
 def read_history(directory: str | Path) -> TrainingHistory:
     """The history of a model directory; a clear error when it has none or it is damaged."""
-    path = Path(directory) / HISTORY_JSON
-    if not Path(directory).is_dir():
-        raise ModelFormatError(f"{directory}: not a model directory (it does not exist)")
+    path = require_directory(directory) / HISTORY_JSON
     if not path.is_file():
         raise ModelFormatError(
             f"{path}: missing; the model was saved without training (or by a textorch before 0.1 reports)"
