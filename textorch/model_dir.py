@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 from textorch import __version__
 from textorch.errors import ModelFormatError
+from textorch.runtime.file_modes import follow_umask
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
@@ -105,6 +106,7 @@ def save_model_dir(
                 path.write_bytes(content)
             else:
                 path.write_text(content, encoding="utf-8")
+        follow_umask(tmp)  # safetensors writes 0600: another account could not load the model
         _fsync_dir(tmp)
         old = None
         if target.exists():

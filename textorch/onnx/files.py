@@ -23,6 +23,7 @@ from torch import nn
 
 from textorch.errors import ConfigError
 from textorch.model_dir import CONFIG_FILE
+from textorch.runtime.file_modes import follow_umask
 from textorch.onnx.layout import (  # noqa: F401 - this module's names since the first export
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -120,6 +121,7 @@ def staged_directory(output: Path) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
         yield staging
+        follow_umask(staging)  # mkdtemp's 0700 would hide the export from another account
         if output.exists():
             shutil.rmtree(output)
         os.replace(staging, output)
