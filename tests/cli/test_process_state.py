@@ -65,3 +65,43 @@ def test_the_collector_pauses_for_the_command_only_when_asked(asked: bool, tiny_
     gc.disable()
     assert main([*option, "seq", "eval", "--model", str(model), "--test", str(tiny_conll)]) == 0
     assert not gc.isenabled()  # a collector the caller had switched off stays off
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_only_while_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line turns SIGTERM into a ``KeyboardInterrupt`` for the command's duration
+    (what it does to a run: tests/cli/test_tag_faults.py), and hands the caller's handler back."""
+    import os
+    import signal
+
+    from textorch.cli import main as cli_main
+
+    def callers_handler(signum, frame):  # what a program that calls main() had set
+        pass
+
+    previous = signal.signal(signal.SIGTERM, callers_handler)
+    try:
+        seen = []
+        load = SequenceLabeler.load.__func__
+
+        def load_and_look(cls, *args, **kwargs):  # runs inside the command
+            seen.append(signal.getsignal(signal.SIGTERM))
+            os.kill(os.getpid(), signal.SIGTERM)
+            return load(cls, *args, **kwargs)
+
+        monkeypatch.setattr(SequenceLabeler, "load", classmethod(load_and_look))
+        text = tmp_path / "in.txt"
+        text.write_text("John lives in Paris .\n")
+        assert main(["seq", "tag", "--model", str(tmp_path / "model"), "--input", str(text), "--device", "cpu"]) == 130
+        assert seen == [cli_main._interrupt]
+        assert signal.getsignal(signal.SIGTERM) is callers_handler
+        with cli_main.sigterm_as_interrupt(wanted=False):  # serve: uvicorn stops gracefully by itself
+            assert signal.getsignal(signal.SIGTERM) is callers_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_serve_keeps_its_own_sigterm_handling() -> None:
+    from textorch.cli.main import _build_parser
+
+    args = _build_parser(["serve", "--model", "m"]).parse_args(["serve", "--model", "m"])
+    assert args.handles_sigterm is True

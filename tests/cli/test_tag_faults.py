@@ -8,10 +8,13 @@ the test instead of stalling the suite or the machine.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +148,90 @@ def test_tagging_into_the_input_file_is_refused_naming_both(model: Path, tmp_pat
                  "--output", str(text)]) == 2
     assert _one_error_line(capsys.readouterr().err).startswith(f"--output {text} is the input file --input {text}: ")
     assert text.read_text() == content
+
+
+# ------------------------------------------------------------------------ stopped by a signal
+def _big_text(path: Path, n: int) -> list[str]:
+    words = ["June", "May", "12", "2005", ",", "March", "1999", "Jan", "3"]
+    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(1 + i % 9)) for i in range(n)]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return lines
+
+
+def _written(out: Path, size: int) -> bool:
+    """Whether the hidden temporary file of ``out`` holds ``size`` bytes."""
+    for path in out.parent.glob(f".{out.name}.*"):
+        try:
+            if path.stat().st_size >= size:
+                return True
+        except FileNotFoundError:  # renamed meanwhile
+            pass
+    return False
+
+
+def _stopped_run(model: Path, data: Path, input_format: str, out: Path, signum: int) -> tuple[int, str]:
+    """``seq tag`` in a child process, sent ``signum`` once it has written into its temporary
+    file beside ``out`` (64 kB of it): (exit status, stderr)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "textorch.cli.main", "seq", "tag", "--model", str(model), "--input", str(data),
+               "--input-format", input_format, "--output", str(out), "--device", "cpu", "--chunk-sequences", "200"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=_cap_memory)
+    try:
+        deadline = time.monotonic() + 120
+        while not _written(out, 1 << 16):
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "nothing written within 120 s"
+            time.sleep(0.02)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, stderr
+
+
+def _whole_sequences(partial: Path, input_format: str, sent: list[list[str]]) -> int:
+    """How many sequences ``partial`` holds, each checked whole: the first ones of the input,
+    token for token, each with its labels."""
+    if input_format == "text":
+        texts = json.loads(partial.read_text(encoding="utf-8"))["texts"]  # a complete JSON document
+        assert [t["text"].split() for t in texts] == sent[:len(texts)]
+        return len(texts)
+    blocks = [block.splitlines() for block in partial.read_text(encoding="utf-8").strip("\n").split("\n\n")]
+    for block, tokens in zip(blocks, sent):
+        rows = [line.split() for line in block]
+        assert [row[0] for row in rows] == tokens and all(len(row) == 6 for row in rows), block
+    assert len(blocks) <= len(sent)
+    return len(blocks)
+
+
+@pytest.mark.parametrize("input_format", ["text", "grobid"])
+def test_sigterm_stops_tagging_as_ctrl_c_does(model: Path, tmp_path: Path, input_format: str) -> None:
+    """SIGTERM (``timeout``, systemd, docker, Slurm) during ``seq tag``: the same exit status
+    and lines as SIGINT, the tagged sequences kept whole in ``OUTPUT.partial``, no temporary file
+    left. Before, SIGTERM killed the process (143, no message, no .partial, the hidden
+    temporary file left beside the output)."""
+    if input_format == "text":
+        data = tmp_path / "big.txt"
+        sent = [line.split() for line in _big_text(data, 60_000)]
+    else:
+        data = write_tiny_grobid(tmp_path / "big.grobid", 12_000)
+        sent = [[row.split()[0] for row in block.splitlines() if row.strip()]
+                for block in data.read_text().split("\n\n") if block.strip()]
+    seen = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        out = tmp_path / signum.name / "tagged"
+        out.parent.mkdir()
+        code, stderr = _stopped_run(model, data, input_format, out, signum)
+        assert "Traceback" not in stderr, stderr
+        lines = [line for line in stderr.splitlines() if line.startswith("textorch:")]
+        partial = out.with_name("tagged.partial")
+        assert sorted(p.name for p in out.parent.iterdir()) == ["tagged.partial"], stderr  # no hidden file left
+        n = _whole_sequences(partial, input_format, sent)
+        unit = "texts" if input_format == "text" else "sequences"
+        assert lines == [f"textorch: stopped; the {n} {unit} written before it are in {partial}",
+                         "textorch: interrupted"], stderr
+        seen[signum.name] = (code, [line.replace(str(partial), "PARTIAL").replace(f" {n} ", " N ") for line in lines])
+    assert seen["SIGTERM"] == seen["SIGINT"] and seen["SIGINT"][0] == 130, seen

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
-from contextlib import nullcontext
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 from textorch import __version__
 from textorch.cli.commands import GROUPS, named_group
@@ -72,12 +75,13 @@ def _run_command(argv: list[str] | None) -> int:
     from textorch.train import launch
 
     try:
-        # --devices N / --nnodes M: re-run this command line as worker processes.
-        code = launch.launch_if_requested(args, arguments)
-        if code is not None:
-            return code
-        with collector_paused() if args.pause_collector else nullcontext():  # asked for, never the default
-            return int(args.run(args) or 0)
+        with sigterm_as_interrupt(not getattr(args, "handles_sigterm", False)):
+            # --devices N / --nnodes M: re-run this command line as worker processes.
+            code = launch.launch_if_requested(args, arguments)
+            if code is not None:
+                return code
+            with collector_paused() if args.pause_collector else nullcontext():  # asked for, never the default
+                return int(args.run(args) or 0)
     except TextorchError as exc:
         if not launch.report_worker_error(exc):  # a worker hands it to its launcher instead
             print(f"textorch: error: {exc}", file=sys.stderr)
@@ -86,6 +90,34 @@ def _run_command(argv: list[str] | None) -> int:
         if not launch.in_launched_worker():  # the launcher says it once for all workers
             print("textorch: interrupted", file=sys.stderr)
         return 130
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt(wanted: bool = True) -> Iterator[None]:
+    """For the duration of a command, SIGTERM (what ``timeout``, systemd, docker and Slurm send)
+    stops it as Ctrl-C does: a ``KeyboardInterrupt``, so a streamed output keeps what was
+    written as ``OUTPUT.partial`` and its temporary file is removed, and the command says
+    ``textorch: interrupted`` and exits with 130. The previous handler comes back afterwards
+    (a library changes no process-wide state unasked).
+
+    Left as it is: off the main thread (where no handler can be set), in the workers of a
+    multi-process run (their launcher stops them with SIGTERM and tells their ends apart by
+    it), and for a command that handles SIGTERM itself (``serve``: a graceful shutdown).
+    """
+    from textorch.train.dist import under_launcher
+
+    if not wanted or threading.current_thread() is not threading.main_thread() or under_launcher():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -59,4 +59,4 @@ def register(groups: argparse._SubParsersAction) -> None:
     add_engine_options(p, with_onnx_dir=False, engine="auto")  # a server's requests are small
     p.add_argument("--cache-dir", default=None, help="textorch's cache root, holding embeddings/ and delft-imports/ "
                         "(default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch)")
-    p.set_defaults(run=_serve)
+    p.set_defaults(run=_serve, handles_sigterm=True)  # uvicorn stops gracefully on SIGTERM

@@ -150,14 +150,15 @@ class TaggedWriter:
         if self.json is not None:
             for sequence, prediction in zip(sequences, predictions):
                 self.json.add(text_record(sequence, prediction, self.labels_as))
-        else:
-            block = grobid_block if self.output_format == "grobid" else conll_block
-            parts = []
-            for sequence, prediction in zip(sequences, predictions):
-                if len(prediction.labels) != len(sequence.tokens):
-                    raise ValueError(f"{len(prediction.labels)} predicted tags for {len(sequence.tokens)} tokens")
-                parts.append(block(sequence, prediction.labels))
-            self.staged.out.write("".join(parts))
+                self.staged.items += 1  # each as written: a Ctrl-C or SIGTERM between two records counts right
+            return
+        block = grobid_block if self.output_format == "grobid" else conll_block
+        parts = []
+        for sequence, prediction in zip(sequences, predictions):
+            if len(prediction.labels) != len(sequence.tokens):
+                raise ValueError(f"{len(prediction.labels)} predicted tags for {len(sequence.tokens)} tokens")
+            parts.append(block(sequence, prediction.labels))
+        self.staged.out.write("".join(parts))  # one write: the chunk's sequences are in the file whole or not at all
         self.staged.items += len(sequences)
 
     def set_runtime(self, runtime_s: float) -> None:
