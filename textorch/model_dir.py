@@ -228,6 +228,28 @@ def load_checked(directory: str | Path, task: str, builders: Collection[str], de
     return SavedModel(config, vocab, state, builder)
 
 
+LABEL_WEIGHTS = ("head.crf.end_transitions", "head.emissions.bias", "head.emissions.2.bias")
+"""The weights of a tagger whose first dimension is its label count: the CRF's, and the emission
+layer's last bias (without, or with, a dense layer before it)."""
+
+
+def check_labels_fit(directory: str | Path, n_labels: int, state: dict[str, Any],
+                     weights: tuple[str, ...] = LABEL_WEIGHTS) -> None:
+    """Refuse a model directory whose ``vocab.json`` names another number of labels than its
+    weights give (an edited or swapped vocabulary): a network rebuilt from it would not load, and
+    a runner that needs no network (ONNX Runtime) would write labels shifted or out of range.
+    ``state``: torch tensors or NumPy arrays."""
+    for name in weights:
+        tensor = state.get(name)
+        if tensor is None:
+            continue
+        size = int(tuple(tensor.shape)[0]) if len(tuple(tensor.shape)) else 0
+        if size != n_labels:
+            raise ModelFormatError(
+                f"{Path(directory) / VOCAB_FILE}: {n_labels} labels, but {WEIGHTS_FILE} was trained for {size} "
+                f"({name}); the vocabulary and the weights are not of one model")
+
+
 def load_weights(network: torch.nn.Module, state: dict[str, torch.Tensor], directory: str | Path) -> None:
     """Saved weights into a network rebuilt from the config, in evaluation mode; a mismatch says so."""
     try:

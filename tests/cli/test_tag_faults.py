@@ -50,6 +50,63 @@ def _one_error_line(stderr: str) -> str:
     return errors[0].removeprefix("textorch: error: ")
 
 
+# ------------------------------------------------------- a model whose files do not agree
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The format-1 fixture tagger (4 labels, GROBID features) with its export, int8 included, made
+    while its files agreed: the ONNX routes then run it without loading the network."""
+    from model_fixture import v1_model_dir
+
+    model = v1_model_dir(tmp_path_factory.mktemp("agree") / "model")
+    assert main(["export", "onnx", "--model", str(model), "--quantize"]) == 0
+    return model
+
+
+def _labels_removed(model: Path, target: Path, n: int) -> Path:
+    import shutil
+
+    shutil.copytree(model, target)
+    vocab = json.loads((target / "vocab.json").read_text())
+    vocab["labels"]["items"] = vocab["labels"]["items"][:-n]
+    (target / "vocab.json").write_text(json.dumps(vocab))
+    return target
+
+
+@pytest.mark.parametrize("removed", [1, 2])
+@pytest.mark.parametrize("route", [["--engine", "torch"], ["--engine", "onnx"], ["--engine", "auto"],
+                                   ["--engine", "onnx", "--quantized"]])
+@pytest.mark.parametrize("input_format", ["grobid", "text"])
+def test_a_vocabulary_with_labels_removed_is_refused_by_every_engine(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture, removed: int, route: list[str], input_format: str,
+) -> None:
+    """Before: the ONNX routes wrote shifted labels (one removed) or died in an IndexError (two),
+    PyTorch said six lines of ``size mismatch``."""
+    model = _labels_removed(exported, tmp_path / "model", removed)
+    data = write_tiny_grobid(tmp_path / "in.grobid", 4)
+    out = tmp_path / "out"
+    assert main(["seq", "tag", "--model", str(model), "--input", str(data), "--input-format", input_format,
+                 "--output", str(out), "--device", "cpu", *route]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line == (f"{model / 'vocab.json'}: {4 - removed} labels, but model.safetensors was trained for 4 "
+                    "(head.crf.end_transitions); the vocabulary and the weights are not of one model"), line
+    assert not out.exists()
+
+
+def test_a_graph_of_another_label_count_is_refused_naming_it(exported: Path) -> None:
+    import onnxruntime
+
+    from textorch.errors import ModelFormatError
+    from textorch.onnx.layout import check_graph_labels
+
+    graph = exported / "onnx" / "model.onnx"
+    session = onnxruntime.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+    check_graph_labels(session, graph, 4, exported)
+    with pytest.raises(ModelFormatError) as error:
+        check_graph_labels(session, graph, 3, exported)
+    assert str(error.value) == (f"{graph}: the graph gives 4 labels, but {exported / 'vocab.json'} has 3; "
+                                "the export is not of this model")
+
+
 # --------------------------------------------------------------- input that is not a regular file
 @pytest.mark.parametrize("input_format", ["text", "grobid", "conll"])
 def test_tagging_dev_zero_is_refused_before_anything_is_read(model: Path, tmp_path: Path, input_format: str) -> None:

@@ -24,7 +24,7 @@ from textorch.models.crf_compiled import cpu_best_paths_of_arrays
 from textorch.models.heads import CRFHead
 from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
 from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, source_checksum
-from textorch.onnx.layout import made_from_other_weights, older_int8, older_revision, read_description
+from textorch.onnx.layout import check_graph_labels, made_from_other_weights, older_int8, older_revision, read_description
 
 logger = logging.getLogger(__name__)
 
@@ -272,5 +272,7 @@ def attach_onnx(predictor, model_dir: str | Path, export_dir: str | Path | None 
     if task == "text_classification":
         predictor.runner = OnnxClassifierRunner(model_file, threads)
     else:
-        predictor.runner = OnnxRunner(model_file, predictor.model.head, threads)
+        runner = OnnxRunner(model_file, predictor.model.head, threads)
+        check_graph_labels(runner.session, model_file, len(predictor.encoder.labels.items), model_dir)
+        predictor.runner = runner
     return directory

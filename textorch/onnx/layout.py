@@ -67,3 +67,16 @@ def older_int8(description: dict) -> bool:
     if not description.get("quantized_model_file"):
         return True
     return description.get("int8_revision", 1) < INT8_REVISION
+
+
+def check_graph_labels(session: object, model_file: Path, n_labels: int, model_dir: str | Path) -> None:
+    """Refuse a graph whose ``emissions`` give another number of labels than the model directory's
+    ``vocab.json`` (an export of another model, or a vocabulary edited after it): its label ids
+    would be read against the wrong list."""
+    for output in session.get_outputs():  # type: ignore[attr-defined]
+        if output.name != "emissions":
+            continue
+        size = output.shape[-1] if output.shape else None
+        if isinstance(size, int) and size != n_labels:
+            raise ModelFormatError(f"{model_file}: the graph gives {size} labels, but {Path(model_dir) / 'vocab.json'} "
+                                   f"has {n_labels}; the export is not of this model")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from textorch.data.encoding import SequenceEncoder
-from textorch.model_dir import load_checked, load_weights, save_model_dir
+from textorch.model_dir import check_labels_fit, load_checked, load_weights, save_model_dir
 from textorch.models.architecture_table import get_architecture
 from textorch.models.architectures import BUILDERS
 from textorch.models.transformer_source import TransformerParts, load_saved
@@ -85,6 +85,7 @@ def read_tagger_dir(directory: str | Path, embeddings: object | None = None,
     described = saved.config.get("embeddings")
     embeddings = reopen_saved(described, embeddings, cache_dir)
     encoder = SequenceEncoder.from_json(saved.vocab)
+    check_labels_fit(directory, len(encoder.labels.items), saved.state)
     transformer, shell = None, None
     if get_architecture(model_config.architecture).uses_transformer:
         transformer, shell = load_saved(directory, model_config.transformer_window, model_config.transformer_stride)

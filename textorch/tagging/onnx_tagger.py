@@ -30,11 +30,11 @@ from textorch.data.padding import call_padder
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.model_dir import load_checked, read_model_config
+from textorch.model_dir import check_labels_fit, load_checked, read_model_config
 from textorch.models.architecture_table import RNN_BUILDERS, get_architecture
 from textorch.models.crf_arrays import path_posteriors, softmax_paths, viterbi_paths
 from textorch.onnx.layout import (CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE,
-                                  made_from_other_weights, older_int8, older_revision, read_description)
+                                  check_graph_labels, made_from_other_weights, older_int8, older_revision, read_description)
 from textorch.tagging.config import TASK, saved_configs
 from textorch.tagging.prediction import Prediction
 from textorch.tagging.word_table_calls import WordTableCalls
@@ -111,12 +111,18 @@ class OnnxTagger:
         saved = load_checked(directory, TASK, RNN_BUILDERS, default_builder="rnn_tagger.v1", arrays="numpy")
         model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
         encoder = SequenceEncoder.from_json(saved.vocab)
+        check_labels_fit(directory, len(encoder.labels.items), saved.state)
         if encoder.templates is not None:
             encoder.templates.use_table(np.ascontiguousarray(saved.state[TEMPLATE_TABLE_WEIGHT]).view(np.uint64))
         word_table = _word_table(saved.config.get("embeddings"), data_config.word_lookup, cache_dir)
         crf = _crf_params(exported) if description.get("decoder", "crf") == "crf" else None
         char_session = _session(exported / char_files["model_file"], threads) if char_files else None
-        return cls(encoder, word_table, _session(model_file, threads), crf, input_format, n_features, char_session)
+        session = _session(model_file, threads)
+        check_graph_labels(session, model_file, len(encoder.labels.items), directory)
+        if crf is not None and crf[0].shape != (len(encoder.labels.items),) * 2:
+            raise ModelFormatError(f"{exported / CRF_FILE}: transitions of {crf[0].shape[0]} labels, but "
+                                   f"{directory / 'vocab.json'} has {len(encoder.labels.items)}; the export is not of this model")
+        return cls(encoder, word_table, session, crf, input_format, n_features, char_session)
 
     def predict(self, sequences: list[TokenSequence], batch_size: int = 32, ctx: DistContext | None = None,
                 with_scores: bool = True) -> list[Prediction]:
