@@ -9,6 +9,8 @@ so that the kernels round identically.
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 import signal
@@ -363,6 +365,7 @@ def test_a_checkpoint_directory_that_cannot_be_made_is_one_line_and_exit_2(
 
     for runs in (seq_runs, cls_runs):
         monkeypatch.setattr(runs, "check_writable", lambda output: None)
+        monkeypatch.setattr(runs, "training_output", lambda output, ctx=None: contextlib.nullcontext())  # its lock too
     model = Path(f"/proc/textorch-test-{command}-x")
     capsys.readouterr()
     assert main(_training_command(command, tmp_path, model)) == 2

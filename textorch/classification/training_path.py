@@ -30,6 +30,7 @@ from textorch.model_dir import check_writable
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
 from textorch.train.checkpoint_options import CheckpointOptions
+from textorch.train.output_lock import training_output
 from textorch.train.resume import COMPLETE, RunCheckpoints, describe_run, prepare_run
 
 if TYPE_CHECKING:  # annotations only: the classifier runs this module
@@ -98,15 +99,16 @@ def train_classifier(
     # Spread members are checkpointed by the process that trains them: not the same run as
     # data-parallel members, so resuming across the two ways is refused.
     options = {"hold_out_test": hold_out_test, **({"fold_parallel": True} if spread else {})}
-    run = prepare_run(checkpoints, output, lambda: describe_run(
-        TASK, {"model": asdict(model_config), "train": asdict(train_config), "data": asdict(data_config)},
-        {"train": train_path, "valid": valid_path, "test": test_path}, options, ctx.world_size), ctx)
-    train = read_labelled(train_path, data_config)
-    data_config = replace(data_config, format=data_config.format or train.format)
-    valid = read_labelled(valid_path, data_config) if valid_path else None
-    test = read_labelled(test_path, data_config) if test_path else None
-    return _train_checked(classifier_type, train, output, model_config, train_config, data_config, valid, test,
-                          hold_out_test, device, cache_dir, ctx, spread, run)
+    with training_output(output, ctx):  # one training at a time into one output
+        run = prepare_run(checkpoints, output, lambda: describe_run(
+            TASK, {"model": asdict(model_config), "train": asdict(train_config), "data": asdict(data_config)},
+            {"train": train_path, "valid": valid_path, "test": test_path}, options, ctx.world_size), ctx)
+        train = read_labelled(train_path, data_config)
+        data_config = replace(data_config, format=data_config.format or train.format)
+        valid = read_labelled(valid_path, data_config) if valid_path else None
+        test = read_labelled(test_path, data_config) if test_path else None
+        return _train_checked(classifier_type, train, output, model_config, train_config, data_config, valid, test,
+                              hold_out_test, device, cache_dir, ctx, spread, run)
 
 
 def train_classifier_on(
@@ -131,8 +133,9 @@ def train_classifier_on(
     spread = spread_folds(fold_parallel, model_config.fold_count, ctx.world_size)
     if output is not None:
         check_writable(output)
-    return _train_checked(classifier_type, train, output, model_config, train_config, data_config, valid, test,
-                          hold_out_test, device, cache_dir, ctx, spread, run)
+    with training_output(output, ctx):
+        return _train_checked(classifier_type, train, output, model_config, train_config, data_config, valid, test,
+                              hold_out_test, device, cache_dir, ctx, spread, run)
 
 
 def train_given(

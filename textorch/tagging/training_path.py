@@ -35,6 +35,7 @@ from textorch.tagging.learned_check import learned_nothing
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
 from textorch.train.checkpoint_options import CheckpointOptions
+from textorch.train.output_lock import training_output
 from textorch.train.resume import COMPLETE, RunCheckpoints, describe_run, prepare_run
 from textorch.train.history import read_history, record_final_scores
 
@@ -169,17 +170,18 @@ def train_tagger(
     if checkpoints is not None and (fold_count != 1 or input_model):
         raise ConfigError("checkpoints are not available with --fold-count/--incremental yet")
     ctx = ctx or DistContext()
-    run = prepare_run(checkpoints, output, lambda: describe_run(
-        TASK, {"model": to_dict(model_config), "train": to_dict(train_config), "data": to_dict(data_config)},
-        {"train": train_path, "valid": valid_path, "test": test_path},
-        {"hold_out_test": hold_out_test, "skip_bad_sequences": skip_bad_sequences}, ctx.world_size), ctx)
-    train, valid, test = read_validated(train_path, valid_path, test_path, data_config.format,
-                                        train_config.max_sequence_length, skip_bad_sequences)
-    train, valid, test = require_feature_columns_of((train, valid, test), named_feature_columns(model_config, data_config),
-                                                    skip_bad_sequences)
-    spread = _mode_options(fold_count, input_model, fold_parallel, ctx)
-    return _train_checked(labeler_type, train, output, model_config, train_config, data_config, valid, test,
-                          hold_out_test, fold_count, input_model, device, cache_dir, ctx, spread, run)
+    with training_output(output, ctx):  # one training at a time into one output
+        run = prepare_run(checkpoints, output, lambda: describe_run(
+            TASK, {"model": to_dict(model_config), "train": to_dict(train_config), "data": to_dict(data_config)},
+            {"train": train_path, "valid": valid_path, "test": test_path},
+            {"hold_out_test": hold_out_test, "skip_bad_sequences": skip_bad_sequences}, ctx.world_size), ctx)
+        train, valid, test = read_validated(train_path, valid_path, test_path, data_config.format,
+                                            train_config.max_sequence_length, skip_bad_sequences)
+        train, valid, test = require_feature_columns_of((train, valid, test),
+                                                        named_feature_columns(model_config, data_config), skip_bad_sequences)
+        spread = _mode_options(fold_count, input_model, fold_parallel, ctx)
+        return _train_checked(labeler_type, train, output, model_config, train_config, data_config, valid, test,
+                              hold_out_test, fold_count, input_model, device, cache_dir, ctx, spread, run)
 
 
 def train_corpora(
@@ -216,8 +218,9 @@ def train_corpora(
     spread = _mode_options(fold_count, input_model, fold_parallel, ctx)
     if output is not None:
         check_writable(output)
-    return _train_checked(labeler_type, train, output, model_config, train_config, data_config, valid, test,
-                          hold_out_test, fold_count, input_model, device, cache_dir, ctx, spread, run)
+    with training_output(output, ctx):
+        return _train_checked(labeler_type, train, output, model_config, train_config, data_config, valid, test,
+                              hold_out_test, fold_count, input_model, device, cache_dir, ctx, spread, run)
 
 
 def train_given(

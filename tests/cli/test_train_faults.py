@@ -1,0 +1,83 @@
+"""Faults an operator meets with ``textorch seq train`` / ``cls train`` (issue #52): each one line on
+stderr, no traceback, exit status 2, or one warning line that says what is true."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, write_tiny_grobid
+from tiny_classification import write_tiny_csv
+from textorch.cli.main import main
+from textorch.train.output_lock import lock_path, training_output
+
+SEQ_FAST = ["--max-epoch", "1", "--batch-size", "8", "--early-stop", "false"]
+CLS_FAST = ["--max-epoch", "1", "--batch-size", "8", "--hidden", "8", "--dense-size", "8", "--word-dim", "8",
+            "--architecture", "gru_simple"]
+
+
+def _one_error_line(stderr: str) -> str:
+    errors = [line for line in stderr.splitlines() if line.startswith("textorch: error: ")]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr
+    return errors[0].removeprefix("textorch: error: ")
+
+
+def _train_command(kind: str, tmp_path: Path, output: Path) -> list[str]:
+    if kind == "seq":
+        return ["seq", "train", "--train", str(write_tiny_grobid(tmp_path / "train.grobid", 12)),
+                "--output", str(output), *SEQ_FAST]
+    return ["cls", "train", "--train", str(write_tiny_csv(tmp_path / "train.csv", n=24)), "--output", str(output),
+            *CLS_FAST]
+
+
+# ------------------------------------------------------------- two trainings into one --output
+@pytest.mark.parametrize("kind", ["seq", "cls"])
+def test_a_second_training_into_an_output_in_use_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                            kind: str) -> None:
+    """Before: both runs said "model saved", wrote into one ``checkpoints/``, the second replaced the first."""
+    output = tmp_path / "model"
+    command = _train_command(kind, tmp_path, output)
+    with training_output(output):  # a live run (this process) writes the output
+        assert main(command) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert line == (f"{output}: another training is writing this model directory (process {os.getpid()}); "
+                        "wait for it to end or give another --output"), line
+        assert not output.exists()
+    assert not lock_path(output).exists()  # released and removed at the end of the run
+    assert main(command) == 0
+    assert (output / "config.json").is_file()
+    assert not lock_path(output).exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_lock_held_by_a_live_process_refuses_and_a_killed_one_does_not(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """A real second process holds the output; once it is killed (a crash: no clean-up ran) the
+    lock it held is gone with it, and a training goes ahead."""
+    output = tmp_path / "model"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom textorch.train.output_lock import training_output\n"
+         f"with training_output({str(output)!r}):\n    print('held', flush=True)\n    time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        command = _train_command("seq", tmp_path, output)
+        assert main(command) == 2
+        assert _one_error_line(capsys.readouterr().err).startswith(
+            f"{output}: another training is writing this model directory (process {holder.pid}); ")
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    assert lock_path(output).exists()  # left by the killed run, but no longer locked
+    started = time.monotonic()
+    assert main(command) == 0
+    assert time.monotonic() - started < 300
+    assert (output / "config.json").is_file()
+    assert not lock_path(output).exists()
