@@ -102,3 +102,50 @@ def test_serve_runs_models_on_the_auto_engine_by_default(model_dirs: dict[str, P
     assert [p.labels for p in got] == [p.labels for p in expected]
     for a, b in zip(got, expected):
         assert a.scores == pytest.approx(b.scores, abs=1e-4)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_a_damaged_export_is_made_again_when_the_server_loads(tmp_path: Path, damage: str) -> None:
+    """``serve --engine onnx`` over a ``MODEL/onnx/model.onnx`` cut short (a copy interrupted, a
+    full disk): exported again from the weights, as ``seq tag`` does, and served. Before, the
+    server died in an ``InvalidProtobuf`` traceback."""
+    from model_fixture import v1_model_dir
+
+    model = v1_model_dir(tmp_path / "date")
+    assert main(["export", "onnx", "--model", str(model)]) == 0
+    graph = model / "onnx" / "model.onnx"
+    with open(graph, "r+b") as handle:
+        handle.truncate(graph.stat().st_size // 3 if damage == "truncated" else 0)
+    served = load_models([str(model)], engine="onnx", threads=1)
+    assert served["date"].engine == "onnx"
+    import onnx
+
+    onnx.checker.check_model(str(graph))  # the export was made again, whole
+    from conftest import write_tiny_grobid
+    from textorch.data.readers import read_labelled
+
+    sequences = read_labelled(write_tiny_grobid(tmp_path / "dates.grobid", 6)).sequences
+    reference = SequenceLabeler.load(model).predict(sequences)
+    assert [p.labels for p in served["date"].predictor.predict(sequences)] == [p.labels for p in reference]
+
+
+def test_a_damaged_export_in_a_named_directory_is_refused_in_one_line(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    """An export the user names (``--onnx-dir``) is not textorch's to replace: one line naming the file."""
+    from model_fixture import v1_model_dir
+
+    model = v1_model_dir(tmp_path / "date")
+    export = tmp_path / "export"
+    assert main(["export", "onnx", "--model", str(model), "--output", str(export)]) == 0
+    for graph in export.glob("*.onnx"):
+        graph.write_bytes(graph.read_bytes()[:500])
+    text = tmp_path / "in.txt"
+    text.write_text("June 12 , 2005\n")
+    capsys.readouterr()
+    assert main(["seq", "tag", "--model", str(model), "--input", str(text), "--output", str(tmp_path / "out.json"),
+                 "--engine", "onnx", "--onnx-dir", str(export)]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("textorch: error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith(f"textorch: error: {export / 'model.onnx'}: ONNX Runtime cannot load it (InvalidProtobuf"), err
+    assert errors[0].endswith("; export the model again"), err

@@ -269,10 +269,35 @@ def attach_onnx(predictor, model_dir: str | Path, export_dir: str | Path | None 
     model_file = directory / (QUANTIZED_FILE if quantized else ONNX_FILE)
     if not model_file.exists():
         raise ModelFormatError(f"{model_file}: missing (export with --quantize to get the int8 model)")
-    if task == "text_classification":
-        predictor.runner = OnnxClassifierRunner(model_file, threads)
-    else:
-        runner = OnnxRunner(model_file, predictor.model.head, threads)
+    try:
+        runner = _runner(predictor, task, model_file, threads)
+    except Exception as exc:  # noqa: BLE001 - any graph ONNX Runtime cannot load (truncated, corrupt)
+        if export_dir is not None:
+            raise ModelFormatError(f"{model_file}: ONNX Runtime cannot load it ({_why(exc)}); export the model again") from None
+        # The export is textorch's own (MODEL/onnx): made again from the weights, as when it is stale.
+        logger.warning("%s cannot be loaded (%s): exporting again", model_file, _why(exc))
+        try:
+            directory = export_model(predictor, directory, quantized, model_dir)
+        except PermissionError:
+            directory = _temporary_export(predictor, model_dir, quantized)
+        model_file = directory / model_file.name
+        try:
+            runner = _runner(predictor, task, model_file, threads)
+        except Exception as again:  # noqa: BLE001
+            raise ModelFormatError(f"{model_file}: ONNX Runtime cannot load it, exported again ({_why(again)})") from None
+    if task != "text_classification":
         check_graph_labels(runner.session, model_file, len(predictor.encoder.labels.items), model_dir)
-        predictor.runner = runner
+    predictor.runner = runner
     return directory
+
+
+def _runner(predictor, task: str, model_file: Path, threads: int | None) -> _Session:
+    if task == "text_classification":
+        return OnnxClassifierRunner(model_file, threads)
+    return OnnxRunner(model_file, predictor.model.head, threads)
+
+
+def _why(exc: BaseException) -> str:
+    """ONNX Runtime's reason on one line (its messages may hold several)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
