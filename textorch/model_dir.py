@@ -13,7 +13,8 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     import torch
 
 from textorch import __version__
-from textorch.errors import ModelFormatError
+from textorch.errors import ConfigError, ModelFormatError
 from textorch.runtime.file_modes import follow_umask
 
 FORMAT_VERSION = 1
@@ -199,6 +200,17 @@ def load_model_dir(directory: str | Path, arrays: str = "torch") -> tuple[dict, 
     except Exception as exc:  # safetensors raises several types for corrupt files
         raise ModelFormatError(f"{weights_path}: cannot read weights ({exc})") from None
     return config, vocab, state_dict
+
+
+@contextmanager
+def read_from_config(directory: str | Path) -> Iterator[None]:
+    """What the body reads of a saved ``config.json`` (its model and data sections, the network
+    they name) is the file's: a :class:`ConfigError` it raises (an unknown architecture, a value
+    out of range) becomes a :class:`ModelFormatError` naming ``DIR/config.json``."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ModelFormatError(f"{Path(directory) / CONFIG_FILE}: {exc}") from None
 
 
 @dataclass

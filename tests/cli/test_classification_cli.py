@@ -159,3 +159,19 @@ def test_bad_options_exit_2(tiny_csv: Path, tmp_path: Path, capsys: pytest.Captu
     assert "--valid cannot be used with --fold-count" in capsys.readouterr().err
     assert main(["cls", "eval", "--model", str(tmp_path / "absent"), "--test", str(tiny_csv)]) == 2
     assert "absent" in capsys.readouterr().err
+
+
+def test_an_unknown_architecture_in_a_saved_model_names_its_config_file(tiny_csv: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    """Before: ``unknown architecture 'nosuch'; choose one of: ...``, which named no file (#52)."""
+    model = tmp_path / "model"
+    assert main(["cls", "train", "--train", str(tiny_csv), "--output", str(model), *FAST, "--max-epoch", "1"]) == 0
+    config = json.loads((model / "config.json").read_text())
+    config["model"]["architecture"] = "nosuch"
+    (model / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    assert main(["cls", "classify", "--model", str(model), "--input", str(tiny_csv)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip() == f"textorch: error: {model / 'config.json'}: unknown architecture 'nosuch'; choose one of: " \
+                          f"{', '.join(CLS_ARCHITECTURES)}", err

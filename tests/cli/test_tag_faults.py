@@ -92,6 +92,24 @@ def test_a_vocabulary_with_labels_removed_is_refused_by_every_engine(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("engine", ["torch", "onnx", "auto"])
+def test_an_unknown_architecture_names_the_config_file(exported: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture, engine: str) -> None:
+    """Before: ``unknown architecture 'NoSuchArch'; choose one of: ...``, which named no file."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(exported, model)
+    config = json.loads((model / "config.json").read_text())
+    config["model"]["architecture"] = "NoSuchArch"
+    (model / "config.json").write_text(json.dumps(config))
+    data = write_tiny_grobid(tmp_path / "in.grobid", 2)
+    assert main(["seq", "tag", "--model", str(model), "--input", str(data), "--input-format", "grobid",
+                 "--output", str(tmp_path / "out"), "--device", "cpu", "--engine", engine]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"{model / 'config.json'}: unknown architecture 'NoSuchArch'; "), line
+
+
 def test_a_graph_of_another_label_count_is_refused_naming_it(exported: Path) -> None:
     import onnxruntime
 

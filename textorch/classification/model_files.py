@@ -18,7 +18,7 @@ from textorch.classification.network import recurrent_member
 from textorch.data.cls_batching import PieceEncoder, WordEncoder
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
-from textorch.model_dir import load_checked, load_weights, save_model_dir
+from textorch.model_dir import load_checked, load_weights, read_from_config, save_model_dir
 from textorch.models.classifiers import (
     CLS_BUILDERS,
     ClassifierEnsemble,
@@ -81,7 +81,8 @@ def read_classifier_dir(directory: str | Path, embeddings: object | None = None,
 
     saved = load_checked(directory, TASK, CLS_BUILDERS)
     config, vocab_json = saved.config, saved.vocab
-    model_config, data_config = saved_configs(config)
+    with read_from_config(directory):
+        model_config, data_config = saved_configs(config)
     classes, multi = list(vocab_json["classes"]), bool(config["multi_label"])
     embeddings, parts = reopen_saved(config.get("embeddings"), embeddings, cache_dir), None
     if saved.builder == TRANSFORMER_BUILDER:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from textorch.data.encoding import SequenceEncoder
-from textorch.model_dir import check_labels_fit, load_checked, load_weights, save_model_dir
+from textorch.model_dir import check_labels_fit, load_checked, load_weights, read_from_config, save_model_dir
 from textorch.models.architecture_table import get_architecture
 from textorch.models.architectures import BUILDERS
 from textorch.models.transformer_source import TransformerParts, load_saved
@@ -81,13 +81,15 @@ def read_tagger_dir(directory: str | Path, embeddings: object | None = None,
     from textorch.embeddings.for_models import reopen_saved
 
     saved = load_checked(directory, TASK, BUILDERS, default_builder="rnn_tagger.v1")
-    model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
+    with read_from_config(directory):
+        model_config, data_config, input_format, n_features = saved_configs(saved.config, saved.builder)
+        uses_transformer = get_architecture(model_config.architecture).uses_transformer
     described = saved.config.get("embeddings")
     embeddings = reopen_saved(described, embeddings, cache_dir)
     encoder = SequenceEncoder.from_json(saved.vocab)
     check_labels_fit(directory, len(encoder.labels.items), saved.state)
     transformer, shell = None, None
-    if get_architecture(model_config.architecture).uses_transformer:
+    if uses_transformer:
         transformer, shell = load_saved(directory, model_config.transformer_window, model_config.transformer_stride)
     model = build_network(model_config, encoder, int(described["dim"]) if described else 0, transformer, shell)
     load_weights(model, saved.state, directory)
