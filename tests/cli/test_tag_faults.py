@@ -110,6 +110,42 @@ def test_an_unknown_architecture_names_the_config_file(exported: Path, tmp_path:
     assert line.startswith(f"{model / 'config.json'}: unknown architecture 'NoSuchArch'; "), line
 
 
+@pytest.mark.parametrize("input_format,engine", [("grobid", "torch"), ("text", "torch"), ("grobid", "onnx")])
+def test_a_gz_input_cut_short_keeps_what_was_tagged_as_partial(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture, input_format: str, engine: str,
+) -> None:
+    """A ``.gz`` cut short (a copy interrupted): the whole lines it holds are tagged and kept in
+    ``OUTPUT.partial``, the error names the file and the first line not read whole. Before, the
+    last block read (here the whole file, under 1 MiB unpacked) was lost with no ``.partial``."""
+    import gzip
+    import zlib
+
+    plain = write_tiny_grobid(tmp_path / "in.grobid", 1500)
+    packed = gzip.compress(plain.read_bytes())
+    cut = tmp_path / "cut.grobid.gz"
+    cut.write_bytes(packed[: len(packed) * 2 // 3])
+    readable = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
+    whole_lines = readable[: readable.rfind(b"\n") + 1].count(b"\n")
+    out, full = tmp_path / "out", tmp_path / "full"
+    common = ["--input-format", input_format, "--device", "cpu", "--engine", engine]
+    assert main(["seq", "tag", "--model", str(exported), "--input", str(plain), "--output", str(full), *common]) == 0
+    capsys.readouterr()
+    assert main(["seq", "tag", "--model", str(exported), "--input", str(cut), "--output", str(out), *common]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    partial = out.with_name("out.partial")
+    unit = "texts" if input_format == "text" else "sequences"
+    prefix = f"{cut}:{whole_lines + 1}: cannot read file: Compressed file ended before the end-of-stream marker was reached (the "
+    assert line.startswith(prefix) and line.endswith(f" {unit} written before it are in {partial})"), line
+    kept = int(line.removeprefix(prefix).split()[0])
+    assert kept > 1000 if input_format == "text" else kept > 200
+    assert not out.exists()
+    if input_format == "text":  # a JSON answer, closed: its texts are the first of the whole file's
+        texts = json.loads(partial.read_text())["texts"]
+        assert len(texts) == kept and texts == json.loads(full.read_text())["texts"][:kept]
+    else:
+        assert partial.read_text().count("\n\n") == kept and full.read_text().startswith(partial.read_text())
+
+
 def test_a_graph_of_another_label_count_is_refused_naming_it(exported: Path) -> None:
     import onnxruntime
 

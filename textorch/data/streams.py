@@ -71,12 +71,13 @@ def numbered_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterato
     first = True
     with _open(path) as handle:
         while True:
-            try:
-                block = handle.read(block_bytes)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise DataError(path, None, f"cannot read file: {getattr(exc, 'strerror', None) or exc}") from None
+            block, read_error = _read_block(handle, block_bytes)
             data = carry + block if carry else block
-            if block:
+            if read_error is not None:
+                # A .gz cut short, a read that fails: the whole lines read before it are handed
+                # out (tagged, and kept in OUTPUT.partial), then the error at the first line not read whole.
+                data, carry = data[: data.rfind(b"\n") + 1], b""
+            elif block:
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:  # no newline yet: a line longer than a block
                     carry = data
@@ -99,15 +100,36 @@ def numbered_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterato
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
             lines = text.split("\n")
-            if block or failure is not None:
+            if block or failure is not None or read_error is not None:
                 lines.pop()  # the empty item after the block's last newline: the next block starts there
             if lines:
                 yield lineno, lines
             lineno += len(lines)
             if failure is not None:
                 raise failure
+            if read_error is not None:
+                reason = getattr(read_error, "strerror", None) or read_error
+                raise DataError(path, lineno + 1, f"cannot read file: {reason}")
             if not block:
                 return
+
+
+def _read_block(handle: BinaryIO, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to ``size`` bytes (fewer only at the end), and the error that stopped the reading there,
+    if any, with what was read before it: ``read`` of a ``.gz`` cut short raises and loses what it
+    had unpacked of that call, up to a whole block; pieces from ``read1`` are kept."""
+    parts: list[bytes] = []
+    got = 0
+    try:
+        while got < size:
+            piece = handle.read1(size - got)
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+    except (OSError, EOFError, zlib.error) as exc:
+        return b"".join(parts), exc
+    return b"".join(parts), None
 
 
 def stream_text(path: str | Path) -> Iterator[TokenSequence]:
