@@ -81,3 +81,39 @@ def test_a_lock_held_by_a_live_process_refuses_and_a_killed_one_does_not(tmp_pat
     assert time.monotonic() - started < 300
     assert (output / "config.json").is_file()
     assert not lock_path(output).exists()
+
+
+# ------------------------------------------------------------------- data with nothing to learn
+def test_training_data_whose_every_label_is_other_is_warned_about(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """GROBID data labelled ``<other>`` throughout (a file exported without its fields): one warning
+    before training. Before, nothing said so, and the model learned to tag every token ``O``."""
+    data = write_tiny_grobid(tmp_path / "train.grobid", 12)
+    other = tmp_path / "other.grobid"
+    other.write_text("".join(" ".join(line.split()[:-1] + ["I-<other>"]) + "\n" if line.strip() else line + "\n"
+                             for line in data.read_text().splitlines()))
+    assert main(["seq", "train", "--train", str(other), "--output", str(tmp_path / "model"), *SEQ_FAST]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "nothing to learn" in line]
+    assert len(warnings) == 1 and " WARNING " in warnings[0], warnings
+    assert warnings[0].endswith(f"{other}: every label of the training data is O (GROBID's <other>: outside any "
+                                "field), so there is nothing to learn: the model will tag every token so; check the "
+                                "file's label column")
+    assert main(["seq", "train", "--train", str(data), "--output", str(tmp_path / "model2"), *SEQ_FAST]) == 0
+    assert "nothing to learn" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("early_stop", ["true", "false"])
+def test_training_on_a_single_sequence_reports_no_validation_it_does_not_have(
+        tmp_path: Path, capsys: pytest.CaptureFixture, early_stop: str) -> None:
+    """One sequence cannot be split into training and validation data. Before, each epoch said
+    ``valid f1 0.0000`` and two warnings spoke of validation data that did not exist."""
+    data = tmp_path / "one.grobid"
+    data.write_text("".join(write_tiny_grobid(tmp_path / "all.grobid", 1).read_text().split("\n\n")[0]) + "\n\n")
+    assert main(["seq", "train", "--train", str(data), "--output", str(tmp_path / "model"), "--max-epoch", "2",
+                 "--early-stop", early_stop]) == 0
+    err = capsys.readouterr().err
+    assert "— 1 train, 0 valid, 0 test sequences" in err
+    assert "valid f1" not in err and "validation score" not in err and "on the validation data" not in err, err
+    if early_stop == "true":
+        assert f"{data}: 1 training sequence(s), too few to hold out validation data: no early stopping, " \
+               "the last epoch is kept" in err, err

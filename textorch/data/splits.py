@@ -59,6 +59,8 @@ def training_splits(
         train, test = hold_out(train, TEST_FRACTION, seed, notes[0])
     if valid_fraction is not None and valid is None:
         train, valid = hold_out(train, valid_fraction, seed + 1, notes[1])
+        if not len(valid):  # too few to hold one out (a single sequence): no validation data, not an empty one
+            valid = None
     return train, valid, test
 
 

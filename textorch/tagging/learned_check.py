@@ -29,6 +29,17 @@ def label_type(label: str) -> str:
     return OUTSIDE if label == OUTSIDE else label[2:]
 
 
+def nothing_to_learn(train: Corpus) -> str | None:
+    """What is wrong when every label of the training data is ``O`` (GROBID's ``<other>``, outside
+    any field: a file exported without its fields, a wrong label column); None otherwise. Said
+    before training, which then learns to give every token ``O``."""
+    labels = {label for sequence in train.sequences for label in (sequence.labels or ())}
+    if labels != {OUTSIDE}:
+        return None
+    return (f"{train.path}: every label of the training data is {OUTSIDE} (GROBID's <other>: outside any field), "
+            "so there is nothing to learn: the model will tag every token so; check the file's label column")
+
+
 def learned_nothing(labeler: SequenceLabeler, train: Corpus) -> str | None:
     """What is wrong when ``labeler`` tags a sample of its own training data with one label type
     only (``O`` included) while the sample's gold labels hold several; None otherwise."""

@@ -31,7 +31,7 @@ from textorch.data.splits import piece_lengths, training_splits
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.model_dir import check_writable
 from textorch.tagging.inputs import as_corpus
-from textorch.tagging.learned_check import learned_nothing
+from textorch.tagging.learned_check import learned_nothing, nothing_to_learn
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
 from textorch.train.checkpoint_options import CheckpointOptions
@@ -81,6 +81,9 @@ def split_for_training(
     wants_valid = fold_count == 1 and train_config.early_stop
     train, valid, test = training_splits(train, valid, test, hold_out_test=hold_out_test, seed=train_config.seed,
                                          valid_fraction=train_config.valid_fraction if wants_valid else None)
+    if wants_valid and valid is None:
+        logger.info("%s: %d training sequence(s), too few to hold out validation data: no early stopping, the last "
+                    "epoch is kept", train.path, len(train))
     too_small = valid is not None and len(valid) < train_config.min_validation_sequences
     if too_small:  # a --valid file too: whoever gave it, a handful of sequences cannot pick an epoch
         logger.info("validation data of %d sequences is too few to pick an epoch (fewer than %d): training on "
@@ -258,6 +261,8 @@ def _train_checked(
     """:func:`train_corpora` once its options and ``output`` were checked (by either door, once):
     split, then one of four modes (a finished run resumed, continued training, n folds, one
     model), then score the test data and save."""
+    if ctx.is_main and (problem := nothing_to_learn(train)):
+        logger.warning("%s", problem)
     train, valid, test = split_for_training(train, valid, test, hold_out_test, train_config, fold_count)
     train_config = fitted_to_data(train_config, [len(s) for s in train.sequences], valid is not None or fold_count > 1)
     splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
