@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import resource
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -153,3 +157,18 @@ def tiny_grobid(tmp_path: Path) -> Path:
 @pytest.fixture
 def tiny_conll(tmp_path: Path) -> Path:
     return write_tiny_conll(tmp_path / "tiny.conll")
+
+
+@contextmanager
+def file_size_limit(size: int) -> Iterator[None]:
+    """Writes past ``size`` bytes of any file fail with ``EFBIG``, as on a full disk they fail with
+    ``ENOSPC``: every writer (Python, safetensors' Rust, torch's C++) meets a real failed write.
+    SIGXFSZ is ignored meanwhile (it would kill the process); both are set back afterwards."""
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)

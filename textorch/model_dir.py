@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 from textorch import __version__
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.runtime.file_modes import follow_umask
+from textorch.runtime.write_errors import save_safetensors
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
@@ -83,15 +84,13 @@ def save_model_dir(
     A failed write (disk full, a read-only or pseudo file system) is a :class:`ModelFormatError`
     naming ``target``: the user's to fix, so the CLI says it in one line rather than a traceback.
     """
-    from safetensors.torch import save_file
-
     target = Path(target)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
-        save_file(tensors, str(tmp / WEIGHTS_FILE))
+        save_safetensors(tensors, tmp / WEIGHTS_FILE)  # a full disk: the OSError, not a SafetensorError
         full_config = {
             "format_version": FORMAT_VERSION,
             "textorch_version": __version__,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, cli_trained_tagger, write_tiny_grobid
+from conftest import REPO, cli_trained_tagger, file_size_limit, write_tiny_grobid
 from textorch.cli.main import main
 
 MEMORY_CAP = 3 << 30
@@ -346,3 +346,79 @@ def test_sigterm_stops_tagging_as_ctrl_c_does(model: Path, tmp_path: Path, input
                          "textorch: interrupted"], stderr
         seen[signum.name] = (code, [line.replace(str(partial), "PARTIAL").replace(f" {n} ", " N ") for line in lines])
     assert seen["SIGTERM"] == seen["SIGINT"] and seen["SIGINT"][0] == 130, seen
+
+
+# --------------------------------------------------------------- a full file system
+@pytest.mark.parametrize("input_format,engine", [("grobid", "torch"), ("text", "torch"), ("grobid", "onnx")])
+def test_tagging_onto_a_full_disk_says_so_in_one_line_and_leaves_no_file(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture, input_format: str, engine: str,
+) -> None:
+    """A write that fails (a full disk) mid-run: one line naming the output, exit 2, and neither
+    a ``.partial`` (it could end in a cut line) nor the hidden temporary file left. Before: an
+    ``OSError`` traceback, a ``.partial`` cut mid-line, and for text input the ``.tmp`` left."""
+    data = write_tiny_grobid(tmp_path / "in.grobid", 1500)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "tagged"
+    argv = ["seq", "tag", "--model", str(exported), "--input", str(data), "--output", str(out),
+            "--input-format", input_format, "--device", "cpu", "--engine", engine, "--quiet"]
+    with file_size_limit(20_000):
+        code = main(argv)
+    assert code == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"{out}: cannot write the output (File too large)"), line
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+# -------------------------------------------------------------------------- read-only places
+def test_tagging_with_onnx_from_a_read_only_model_exports_to_a_temporary_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model directory on a read-only file system (``EROFS``, simulated: root writes through
+    file modes) and no export: ``seq tag --engine onnx`` exports into a temporary folder, as
+    ``serve`` does. Before, only ``PermissionError`` was caught: ``EROFS`` ended in a traceback."""
+    import errno
+    import tempfile
+
+    from model_fixture import v1_model_dir
+
+    model = v1_model_dir(tmp_path / "model")
+    real_mkdtemp = tempfile.mkdtemp
+
+    def read_only_model(*args: object, dir: str | Path | None = None, **kwargs: object) -> str:
+        if dir is not None and Path(dir).resolve() == model.resolve():
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dir))
+        return real_mkdtemp(*args, dir=dir, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only_model)
+    data = write_tiny_grobid(tmp_path / "in.grobid", 20)
+    out = tmp_path / "tagged"
+    assert main(["seq", "tag", "--model", str(model), "--input", str(data), "--output", str(out),
+                 "--input-format", "grobid", "--device", "cpu", "--engine", "onnx", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{model} is not writable ({model / 'onnx'}: cannot write the export " \
+        "(Read-only file system)): exporting to ONNX in " in err, err
+    assert out.read_text().count("\n\n") == 20 and not (model / "onnx").exists()
+
+
+@pytest.mark.parametrize("place", ["a folder", "under a file"])
+@pytest.mark.parametrize("command", ["tag --stats-json", "eval --metrics-json"])
+def test_a_report_file_that_cannot_be_written_says_so_in_one_line(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture, command: str, place: str,
+) -> None:
+    """``--stats-json`` / ``--metrics-json`` naming a folder or a path under a file (as a
+    read-only place, a way to fail that root meets too): one line naming the option and the path.
+    Before, an ``IsADirectoryError`` (or ``FileExistsError``) traceback after the work was done."""
+    data = write_tiny_grobid(tmp_path / "in.grobid", 10)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file\n")
+    report = tmp_path if place == "a folder" else blocker / "report.json"
+    verb, option = command.split()
+    argv = ["seq", verb, "--model", str(exported), "--device", "cpu", option, str(report)]
+    argv += ["--input", str(data), "--input-format", "grobid", "--output", str(tmp_path / "out"), "--quiet"] \
+        if verb == "tag" else ["--test", str(data)]
+    assert main(argv) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    why = "Is a directory" if place == "a folder" else f"{blocker} is a file, not a folder"
+    assert line == f"{option} {report}: cannot write it ({why})", line
+    assert blocker.read_text() == "a file\n"

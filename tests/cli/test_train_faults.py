@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_tiny_grobid
+from conftest import REPO, file_size_limit, write_tiny_grobid
 from tiny_classification import write_tiny_csv
 from textorch.cli.main import main
 from textorch.train.output_lock import lock_path, training_output
@@ -117,3 +117,65 @@ def test_training_on_a_single_sequence_reports_no_validation_it_does_not_have(
     if early_stop == "true":
         assert f"{data}: 1 training sequence(s), too few to hold out validation data: no early stopping, " \
                "the last epoch is kept" in err, err
+
+
+# ------------------------------------------------------------------------ a full file system
+def _no_hidden_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob(".*") if p.name != ".")
+
+
+def test_saving_a_model_onto_a_full_disk_names_its_directory(tmp_path: Path) -> None:
+    """safetensors' writer said ``SafetensorError: Error while serializing: I/O error: ... (os
+    error 28)``, a traceback; now one line naming the model directory, nothing left behind."""
+    import torch
+
+    from textorch.errors import ModelFormatError
+    from textorch.model_dir import save_model_dir
+
+    target = tmp_path / "model"
+    with file_size_limit(50_000), pytest.raises(ModelFormatError) as caught:
+        save_model_dir(target, {"task": "sequence_labelling"}, {}, {"w": torch.zeros(100_000)})
+    assert str(caught.value) == f"{target}: cannot write the model directory (File too large)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_written_onto_a_full_disk_names_its_directory(tmp_path: Path) -> None:
+    """``torch.save`` said ``RuntimeError: [enforce fail at inline_container.cc] . unexpected
+    pos``, a traceback; now one line naming the checkpoint folder, no temporary folder left."""
+    import torch
+
+    from textorch.train.checkpoint import CheckpointError, Checkpointer
+
+    checkpoints = tmp_path / "checkpoints"
+    manager = Checkpointer(checkpoints, run={}, run_sha256="0")
+    with file_size_limit(50_000), pytest.raises(CheckpointError) as caught:
+        manager._write("epoch-1", {}, {"w": torch.zeros(100_000)})
+    assert str(caught.value) == f"{checkpoints}: cannot write checkpoint epoch-1 (File too large)"
+    assert list(checkpoints.iterdir()) == []
+
+
+def test_a_training_onto_a_full_disk_says_so_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    output = tmp_path / "out" / "model"
+    with file_size_limit(20_000):
+        code = main(_train_command("seq", tmp_path, output))
+    assert code == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.endswith("(File too large)") and str(output) in line, line
+    assert not output.exists() or _no_hidden_files(output) == []
+
+
+def test_an_export_onto_a_full_disk_says_so_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``export onnx`` died in a traceback; now one line naming the export folder, none of its
+    staging folder left."""
+    from model_fixture import v1_model_dir
+
+    model = v1_model_dir(tmp_path / "model")
+    out_dir = tmp_path / "exports"
+    out_dir.mkdir()
+    export = out_dir / "onnx"
+    with file_size_limit(10_000):  # model.onnx is 19 kB
+        code = main(["export", "onnx", "--model", str(model), "--output", str(export)])
+    assert code == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line == f"{export}: cannot write the export (File too large)", line
+    assert list(out_dir.iterdir()) == []

@@ -8,7 +8,6 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textorch.classification.config import ClsDataConfig
@@ -19,6 +18,7 @@ from textorch.data.writers import answer_header
 from textorch.data.cls_streams import ClsStream, stream_for_classification as stream_examples
 from textorch.errors import ConfigError, TextorchError
 from textorch.runtime.progress import TaggingProgress
+from textorch.runtime.write_errors import write_report
 from textorch.train.dist import DistContext
 from textorch.train.dist_eval import reduce_counts
 
@@ -160,10 +160,9 @@ def classification_document(model_name: str, classifier: TextClassifier, corpus:
     }
 
 
-def write_json(document: dict | None, path: str | None) -> None:
+def write_json(document: dict | None, path: str | None, option: str = "--metrics-json") -> None:
     if path and document is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_report(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", option)
 
 
 def texts_document(model_name: str, classifier: TextClassifier, texts: list[str], predictions: list[ClsPrediction],

@@ -16,6 +16,7 @@ from textorch.eval.entity_report import format_report
 from textorch.models.architecture_table import ARCHITECTURES
 from textorch.data.staged_output import staged_output
 from textorch.runtime.progress import TaggingProgress
+from textorch.runtime.write_errors import write_report
 from textorch.train.dist import DistContext, session
 from textorch.data.streams import stream_labelled
 from textorch.tagging import tag_files
@@ -110,7 +111,7 @@ def _tag(args: argparse.Namespace) -> int:
         run = tag_streamed(args, ctx, labeler, args.input_format, output_format, args.output, Path(args.model).name,
                            args.batch_size, with_scores=args.input_format == "text")
     if ctx.is_main and args.stats_json:
-        Path(args.stats_json).write_text(json.dumps(run.stats(load_s), indent=2) + "\n")
+        write_report(args.stats_json, json.dumps(run.stats(load_s), indent=2) + "\n", "--stats-json")
     return 0
 
 

@@ -10,6 +10,10 @@ they come.
 A document whose first bytes are known only at the end (a JSON answer's header carries the
 run time) registers ``head`` and ``tail`` callables: the body written so far is then copied
 after the head into the final file, which costs one sequential copy and keeps memory flat.
+
+A write that fails (a full disk, a quota) ends the run in one line naming the output, and
+nothing is kept: what the failed write left in the file may end in a cut line, and a JSON
+answer could not be closed. The temporary file is removed whatever happens.
 """
 
 from __future__ import annotations
@@ -23,8 +27,50 @@ from pathlib import Path
 from typing import TextIO
 
 from textorch.errors import ConfigError, DataError
+from textorch.runtime.write_errors import cannot_write
 
 PARTIAL_SUFFIX = ".partial"
+
+
+class OutputWriteError(ConfigError):
+    """The output file could not be written (a full disk): nothing of it is kept."""
+
+
+class _CheckedWrites:
+    """The temporary file's text stream, its failed writes (and a failed close: the last
+    buffered bytes) raised as :class:`OutputWriteError` naming the output, once seen kept in
+    ``error``: the caller removes the file rather than keep a part that may end mid-line."""
+
+    def __init__(self, stream: TextIO, target: Path) -> None:
+        self.stream = stream
+        self.target = target
+        self.error: OutputWriteError | None = None
+
+    def _failed(self, exc: OSError) -> OutputWriteError:
+        self.error = OutputWriteError(cannot_write(self.target, exc, "cannot write the output") + "; nothing of it is kept")
+        return self.error
+
+    def write(self, text: str) -> int:
+        if self.error is not None:
+            raise self.error
+        try:
+            return self.stream.write(text)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def close(self) -> None:
+        if self.stream.closed:
+            return
+        try:
+            self.stream.close()  # flushes; the file is closed even when that fails
+        except OSError as exc:
+            raise self._failed(exc) from None
 
 
 class StagedOutput:
@@ -42,14 +88,14 @@ class StagedOutput:
         """What the items are, in that message."""
         self._staging: Path | None = None
         if self.target is None:
-            self.out: TextIO = sys.stdout
+            self.out: TextIO | _CheckedWrites = sys.stdout
             return
         if self.target.is_dir():
             raise ConfigError(f"{self.target}: is a folder; give the output file's path")
         self._staging = self.target.parent / f".{self.target.name}.{os.getpid()}.tmp"
         try:  # before any tagging: a bad output path fails at once, not after the whole run
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.out = open(self._staging, "w", encoding="utf-8")
+            self.out = _CheckedWrites(open(self._staging, "w", encoding="utf-8"), self.target)
         except OSError as exc:
             raise ConfigError(f"{self.target}: cannot write the output ({exc.strerror or exc})") from None
 
@@ -65,6 +111,9 @@ class StagedOutput:
         partial = self.target.with_name(self.target.name + PARTIAL_SUFFIX)
         final = partial if failed else self.target
         assembled = self._staging.with_name(self._staging.name + ".head")
+        if self.write_failed() is not None:  # what is in the file may end mid-line: nothing is kept
+            self.discard()
+            raise self.write_failed()  # type: ignore[misc]
         try:
             self.out.write(tail)
             self.out.close()
@@ -76,19 +125,28 @@ class StagedOutput:
                 self._staging.unlink()
             else:
                 os.replace(self._staging, final)
-        except OSError as exc:  # a full disk, say: no temporary file left behind
-            self.out.close()
-            for leftover in (assembled, self._staging):
-                leftover.unlink(missing_ok=True)
-            raise ConfigError(f"{final}: cannot write the output ({exc.strerror or exc})") from None
+        except (OSError, OutputWriteError) as exc:  # a full disk, say: no temporary file left behind
+            self.discard()
+            assembled.unlink(missing_ok=True)
+            if isinstance(exc, OutputWriteError):
+                raise
+            raise OutputWriteError(cannot_write(self.target, exc, "cannot write the output")
+                                   + "; nothing of it is kept") from None
         if not failed:  # an earlier failed run's part of this output is out of date now
             partial.unlink(missing_ok=True)
         return final
 
+    def write_failed(self) -> OutputWriteError | None:
+        """The error of a write to the output that failed (a full disk), if one did."""
+        return self.out.error if isinstance(self.out, _CheckedWrites) else None
+
     def discard(self) -> None:
-        """Remove the temporary file (a failure before anything could be written)."""
+        """Remove the temporary file (a failure before anything could be written, or a failed write)."""
         if self._staging is not None:
-            self.out.close()
+            try:
+                self.out.close()
+            except OutputWriteError:  # the last buffered bytes: the file goes anyway
+                pass
             self._staging.unlink(missing_ok=True)
 
 
@@ -113,8 +171,11 @@ def staged_output(target: str | Path | None, write: bool = True) -> Iterator[Sta
     try:
         yield staged
     except BaseException as exc:
-        if staged.items == 0:
+        failed_write = staged.write_failed()
+        if staged.items == 0 or failed_write is not None:
             staged.discard()
+            if failed_write is not None and exc is not failed_write:
+                raise failed_write from None  # the write failed first; what came of it is secondary
             raise
         kept = staged.finish(failed=True)
         if kept is None:

@@ -23,7 +23,14 @@ from textorch.models.crf_arrays import softmax_paths
 from textorch.models.crf_compiled import cpu_best_paths_of_arrays
 from textorch.models.heads import CRFHead
 from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
-from textorch.onnx.files import DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE, source_checksum
+from textorch.onnx.files import (
+    DESCRIPTION_FILE,
+    FORMAT_VERSION,
+    ONNX_FILE,
+    QUANTIZED_FILE,
+    ExportWriteError,
+    source_checksum,
+)
 from textorch.onnx.layout import check_graph_labels, made_from_other_weights, older_int8, older_revision, read_description
 
 logger = logging.getLogger(__name__)
@@ -209,11 +216,12 @@ def _task(predictor) -> str:
     return task
 
 
-def _temporary_export(predictor, model_dir: str | Path, quantize: bool) -> Path:
+def _temporary_export(predictor, model_dir: str | Path, quantize: bool, why: ExportWriteError | None = None) -> Path:
     """An export in a fresh temporary directory, removed when the process ends (read-only models)."""
     directory = Path(tempfile.mkdtemp(prefix="textorch-onnx-")) / "onnx"
     atexit.register(shutil.rmtree, directory.parent, True)
-    logger.warning("%s is not writable: exporting to ONNX in %s (removed at exit)", model_dir, directory)
+    reason = f" ({why})" if why is not None else ""
+    logger.warning("%s is not writable%s: exporting to ONNX in %s (removed at exit)", model_dir, reason, directory)
     return export_model(predictor, directory, quantize, model_dir)
 
 
@@ -243,10 +251,11 @@ def ensure_export(predictor, model_dir: str | Path, export_dir: str | Path | Non
         logger.info("no ONNX export in %s: exporting now", directory)
         try:
             export_model(predictor, directory, quantize, model_dir)
-        except PermissionError:
+        except (ExportWriteError, OSError) as exc:  # a read-only model directory (EACCES, EROFS), a full disk
+            why = exc if isinstance(exc, ExportWriteError) else ExportWriteError(directory, exc)
             if explicit:
-                raise ConfigError(f"--onnx-dir {directory}: not writable") from None
-            return _temporary_export(predictor, model_dir, quantize)
+                raise ConfigError(f"--onnx-dir {why}") from None
+            return _temporary_export(predictor, model_dir, quantize, why)
     return directory
 
 
@@ -278,8 +287,9 @@ def attach_onnx(predictor, model_dir: str | Path, export_dir: str | Path | None 
         logger.warning("%s cannot be loaded (%s): exporting again", model_file, _why(exc))
         try:
             directory = export_model(predictor, directory, quantized, model_dir)
-        except PermissionError:
-            directory = _temporary_export(predictor, model_dir, quantized)
+        except (ExportWriteError, OSError) as exc:
+            why = exc if isinstance(exc, ExportWriteError) else ExportWriteError(directory, exc)
+            directory = _temporary_export(predictor, model_dir, quantized, why)
         model_file = directory / model_file.name
         try:
             runner = _runner(predictor, task, model_file, threads)

@@ -24,6 +24,7 @@ from torch import nn
 from textorch.errors import ConfigError
 from textorch.model_dir import CONFIG_FILE
 from textorch.runtime.file_modes import follow_umask
+from textorch.runtime.write_errors import cannot_write
 from textorch.onnx.layout import (  # noqa: F401 - this module's names since the first export
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -112,19 +113,34 @@ def check_output(output: Path) -> None:
         raise ConfigError(f"{output}: exists and is not an ONNX export; choose another --output")
 
 
+class ExportWriteError(ConfigError):
+    """The export folder cannot be written (a full disk, a read-only place): one line naming it."""
+
+    def __init__(self, output: Path, exc: OSError) -> None:
+        super().__init__(cannot_write(output, exc, "cannot write the export"))
+        self.errno = exc.errno
+
+
 @contextmanager
 def staged_directory(output: Path) -> Iterator[Path]:
     """A fresh folder beside ``output`` to write an export into; on success it replaces
     ``output`` in one rename (readers see the old export or the new one, never a mix), on any
-    error it is removed and ``output`` is left as it was."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    error it is removed and ``output`` is left as it was. A failed write (a full disk, a
+    read-only place: an ``OSError``, the exporter's included) is an :class:`ExportWriteError`."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    except OSError as exc:
+        raise ExportWriteError(output, exc) from None
     try:
         yield staging
         follow_umask(staging)  # mkdtemp's 0700 would hide the export from another account
         if output.exists():
             shutil.rmtree(output)
         os.replace(staging, output)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ExportWriteError(output, exc) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

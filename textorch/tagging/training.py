@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from pathlib import Path
 
 from textorch.eval.entity_report import format_report
 from textorch.tagging import training_path
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.training_path import TrainOutcome
+from textorch.runtime.write_errors import write_report
 
 
 # The class bound once: the arguments, their defaults and their documentation are
@@ -32,8 +32,7 @@ for a :class:`SequenceLabeler` (split, train, score, save)."""
 def write_metrics(scores: dict, path: str | None) -> None:
     """``--metrics-json``: the scores as JSON at ``path`` (nothing without one)."""
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
+        write_report(path, json.dumps(scores, indent=2) + "\n", "--metrics-json")
 
 
 def print_outcome(outcome: TrainOutcome, metrics_json: str | None = None) -> None:

@@ -38,6 +38,7 @@ import torch
 
 from textorch import __version__
 from textorch.errors import TextorchError
+from textorch.runtime.write_errors import torch_save
 from textorch.train.dist import DistContext
 from textorch.train.rng_state import capture_rng
 
@@ -200,7 +201,7 @@ class Checkpointer:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             tmp.mkdir()
-            torch.save(state, tmp / STATE_FILE)
+            torch_save(state, tmp / STATE_FILE)  # a full disk: the OSError, not torch's "unexpected pos"
             full = {
                 "format_version": FORMAT_VERSION,
                 "textorch_version": __version__,
