@@ -179,3 +179,30 @@ def test_an_export_onto_a_full_disk_says_so_in_one_line(tmp_path: Path, capsys: 
     line = _one_error_line(capsys.readouterr().err)
     assert line == f"{export}: cannot write the export (File too large)", line
     assert list(out_dir.iterdir()) == []
+
+
+def test_an_export_onto_a_read_only_place_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``export onnx --output DIR`` on a read-only file system (``EROFS``, simulated: root writes
+    through file modes): one line naming DIR, exit 2. Before, a traceback."""
+    import errno
+    import tempfile
+
+    from model_fixture import v1_model_dir
+
+    model = v1_model_dir(tmp_path / "model")
+    place = tmp_path / "read-only"
+    place.mkdir()
+    real_mkdtemp = tempfile.mkdtemp
+
+    def read_only(*args: object, dir: str | Path | None = None, **kwargs: object) -> str:
+        if dir is not None and Path(dir) == place:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dir))
+        return real_mkdtemp(*args, dir=dir, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    export = place / "onnx"
+    assert main(["export", "onnx", "--model", str(model), "--output", str(export)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line == f"{export}: cannot write the export (Read-only file system)", line

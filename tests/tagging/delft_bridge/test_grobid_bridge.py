@@ -104,3 +104,25 @@ def test_grobid_trains_loads_and_tags_through_the_bridge(tmp_path: Path) -> None
                                                                                  ("month", "day", "year"))}
         expected = _textorch_tag(models / model, data, tmp_path / f"{key}.json")
         assert [iob2_to_grobid([label for _, label in sequence]) for sequence in pairs] == expected
+
+
+def test_a_bridge_onto_a_read_only_place_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``grobid-bridge DIR`` where DIR is on a read-only file system (``EROFS``, simulated: root
+    writes through file modes): one line naming the file, exit 2. Before, a traceback."""
+    import errno
+
+    bridge = tmp_path / "bridge"
+    real_mkdir = Path.mkdir
+
+    def read_only(self: Path, *args: object, **kwargs: object) -> None:
+        if self == bridge or bridge in self.parents:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    assert main(["grobid-bridge", str(bridge)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith(f"textorch: error: {bridge}/"), err
+    assert err.strip().endswith(": cannot write the bridge (Read-only file system)") and len(err.splitlines()) == 1, err

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from textorch.embeddings.delft_registry import BRIDGE_MARKER as MARKER
 from textorch.errors import ConfigError
+from textorch.runtime.write_errors import cannot_write
 
 _SCRIPT = '''{marker}: DeLFT's grobidTagger.py command line, run by textorch.
 import sys
@@ -78,8 +79,11 @@ def write_bridge(directory: str | Path) -> list[Path]:
     written = []
     for name, content in FILES.items():
         path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content.replace("{marker}", MARKER), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content.replace("{marker}", MARKER), encoding="utf-8")
+        except OSError as exc:  # a read-only or full place: one line naming the file, no traceback
+            raise ConfigError(cannot_write(path, exc, "cannot write the bridge")) from None
         written.append(path)
     return written
 
