@@ -422,3 +422,24 @@ def test_a_report_file_that_cannot_be_written_says_so_in_one_line(
     why = "Is a directory" if place == "a folder" else f"{blocker} is a file, not a folder"
     assert line == f"{option} {report}: cannot write it ({why})", line
     assert blocker.read_text() == "a file\n"
+
+
+# ---------------------------------------------------------------------- a name too long
+@pytest.mark.parametrize("command", ["seq tag --output", "seq tag --stats-json", "export onnx --output"])
+def test_an_output_name_too_long_says_so_in_one_line(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture, command: str,
+) -> None:
+    """A 300-character file name (the limit is 255 bytes): one line naming it, exit 2. Before,
+    ``seq tag --output`` and ``export onnx --output`` died in an ``OSError: File name too long``
+    traceback (``Path.is_dir``/``exists`` raise it), before anything was tagged."""
+    data = write_tiny_grobid(tmp_path / "in.grobid", 5)
+    long_name = tmp_path / ("x" * 300)
+    group, verb, option = command.split()
+    argv = [group, verb, "--model", str(exported), option, str(long_name)]
+    if group == "seq":
+        argv += ["--input", str(data), "--input-format", "grobid", "--device", "cpu", "--quiet"]
+        if option != "--output":
+            argv += ["--output", str(tmp_path / "out")]
+    assert main(argv) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert str(long_name) in line and line.endswith("(File name too long)"), line

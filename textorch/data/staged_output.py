@@ -90,10 +90,10 @@ class StagedOutput:
         if self.target is None:
             self.out: TextIO | _CheckedWrites = sys.stdout
             return
-        if self.target.is_dir():
-            raise ConfigError(f"{self.target}: is a folder; give the output file's path")
         self._staging = self.target.parent / f".{self.target.name}.{os.getpid()}.tmp"
         try:  # before any tagging: a bad output path fails at once, not after the whole run
+            if self.target.is_dir():  # (asking may fail too: a name too long)
+                raise ConfigError(f"{self.target}: is a folder; give the output file's path")
             self.target.parent.mkdir(parents=True, exist_ok=True)
             self.out = _CheckedWrites(open(self._staging, "w", encoding="utf-8"), self.target)
         except OSError as exc:

@@ -106,11 +106,14 @@ def tokenizer_json(tokenizer: object, truncate_at: int | None = None) -> bytes:
 
 
 def check_output(output: Path) -> None:
-    if output.exists() and not output.is_dir():
-        raise ConfigError(f"{output}: exists and is not a directory; choose another --output")
-    if output.exists() and any(output.iterdir()) and not (output / DESCRIPTION_FILE).exists():
-        # Replacing the directory must never delete something that is not an earlier export.
-        raise ConfigError(f"{output}: exists and is not an ONNX export; choose another --output")
+    try:  # asking may fail: a name too long, a folder that cannot be read
+        if output.exists() and not output.is_dir():
+            raise ConfigError(f"{output}: exists and is not a directory; choose another --output")
+        if output.exists() and any(output.iterdir()) and not (output / DESCRIPTION_FILE).exists():
+            # Replacing the directory must never delete something that is not an earlier export.
+            raise ConfigError(f"{output}: exists and is not an ONNX export; choose another --output")
+    except OSError as exc:
+        raise ExportWriteError(output, exc) from None
 
 
 class ExportWriteError(ConfigError):
