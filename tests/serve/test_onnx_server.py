@@ -70,12 +70,12 @@ def test_serve_command_passes_the_engine_options(model_dirs: dict[str, Path], mo
     from textorch.serve import runner
 
     started = {}
-    monkeypatch.setattr(runner, "serve_forever", lambda app, config, log_level="info": started.update(app=app))
-    assert main(["serve", "--model", str(model_dirs["sentiment"]), "--engine", "onnx", "--quantized", "--threads", "1"]) == 0
+    monkeypatch.setattr(runner, "serve_forever", lambda app, config, log_level="info", sock=None: started.update(app=app))
+    assert main(["serve", "--port", "0", "--model", str(model_dirs["sentiment"]), "--engine", "onnx", "--quantized", "--threads", "1"]) == 0
     served = started["app"].state.models["sentiment"]
     assert served.engine == "onnx" and served.predictor.runner.model_file.name == "model.int8.onnx"
     capsys.readouterr()
-    assert main(["serve", "--model", str(model_dirs["sentiment"]), "--quantized"]) == 2
+    assert main(["serve", "--port", "0", "--model", str(model_dirs["sentiment"]), "--quantized"]) == 2
     assert "need --engine onnx" in capsys.readouterr().err
 
 
@@ -86,8 +86,8 @@ def test_serve_runs_models_on_the_auto_engine_by_default(model_dirs: dict[str, P
     from textorch.serve import runner
 
     started = {}
-    monkeypatch.setattr(runner, "serve_forever", lambda app, config, log_level="info": started.update(app=app))
-    assert main(["serve", "--model", str(model_dirs["ner"]), "--model", str(model_dirs["sentiment"]),
+    monkeypatch.setattr(runner, "serve_forever", lambda app, config, log_level="info", sock=None: started.update(app=app))
+    assert main(["serve", "--port", "0", "--model", str(model_dirs["ner"]), "--model", str(model_dirs["sentiment"]),
                  "--threads", "1", "--device", "cpu"]) == 0
     served = started["app"].state.models
     assert served["ner"].engine == "auto" and isinstance(served["ner"].predictor.runner, AutoRunner)

@@ -290,9 +290,26 @@ def test_served_models_run_in_the_precision_asked_for(model_dirs: dict[str, Path
 
 
 def test_serve_command_refuses_a_missing_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["serve", "--model", str(tmp_path / "missing")]) == 2
+    assert main(["serve", "--port", "0", "--model", str(tmp_path / "missing")]) == 2
     assert "missing" in capsys.readouterr().err
-    assert main(["serve", "--model", str(tmp_path), "--max-batch-size", "0"]) == 2
+    assert main(["serve", "--port", "0", "--model", str(tmp_path), "--max-batch-size", "0"]) == 2
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_before_serving(model_dirs: dict[str, Path],
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """A port another server holds: one line naming it, exit 2, before the models are loaded
+    and before anything says "serving". Before, the command loaded the models, said "serving
+    ... on http://127.0.0.1:PORT", then uvicorn logged the error and the command exited with 3."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--model", str(model_dirs["ner"])]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("textorch: error: ")]
+    assert errors == [f"textorch: error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in "
+                      "use); is another server on that port?"], err
+    assert "serving" not in err and "Traceback" not in err, err
 
 
 def _free_port() -> int:

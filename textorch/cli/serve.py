@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 def _serve(args: argparse.Namespace) -> int:
     from textorch.serve.app import create_app
     from textorch.serve.models import load_models
-    from textorch.serve.runner import serve_forever
+    from textorch.serve.runner import listening_socket, serve_forever
     from textorch.train.dist import DistContext, resolve_device
     from textorch.tagging.tag_files import set_threads
 
@@ -24,11 +24,15 @@ def _serve(args: argparse.Namespace) -> int:
         max_request_bytes=args.max_request_bytes, access_log=args.access_log, client_timeout_s=args.client_timeout,
     )
     set_threads(args.threads)
-    models = load_models(args.model, resolve_device(args.device, DistContext()), args.cache_dir,
-                         engine=args.engine, quantized=args.quantized, threads=args.threads, precision=args.precision)
-    logger.info("serving %s on http://%s:%d (batch window %g ms, max batch %d)",
-                ", ".join(models), config.host, config.port, config.batch_window_ms, config.max_batch_size)
-    serve_forever(create_app(models, config), config, log_level="debug" if args.verbose else "info")
+    sock = listening_socket(config)  # a port in use is said first, not after loading and "serving"
+    try:
+        models = load_models(args.model, resolve_device(args.device, DistContext()), args.cache_dir,
+                             engine=args.engine, quantized=args.quantized, threads=args.threads, precision=args.precision)
+        logger.info("serving %s on http://%s:%d (batch window %g ms, max batch %d)", ", ".join(models), config.host,
+                    sock.getsockname()[1], config.batch_window_ms, config.max_batch_size)
+        serve_forever(create_app(models, config), config, log_level="debug" if args.verbose else "info", sock=sock)
+    finally:
+        sock.close()
     return 0
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 import time
 from types import TracebackType
@@ -10,6 +12,7 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
+from textorch.errors import ConfigError
 from textorch.serve.config import ServerConfig
 from textorch.serve.deadlines import protocol_with_header_deadline
 
@@ -23,9 +26,31 @@ def _uvicorn_config(app: FastAPI, config: ServerConfig, log_level: str) -> uvico
                           http=protocol_with_header_deadline(config.client_timeout_s))
 
 
-def serve_forever(app: FastAPI, config: ServerConfig, log_level: str = "info") -> None:
-    """Serve until interrupted (Ctrl-C or SIGTERM stop it gracefully)."""
-    uvicorn.Server(_uvicorn_config(app, config, log_level)).run()
+def listening_socket(config: ServerConfig) -> socket.socket:
+    """The server's socket, bound to ``host:port`` before the models are loaded: a port in use
+    (another server, an earlier one not yet stopped) or a host not of this machine is a
+    ``ConfigError`` naming them, said before anything says "serving". uvicorn would bind later,
+    log the error and exit with 3, after the models' loading and the "serving" line."""
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET  # as uvicorn's Config.bind_socket
+    sock = socket.socket(family=family, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"--host {config.host} --port {config.port}: cannot listen there "
+                          f"({exc.strerror or exc}); is another server on that port?"
+                          if exc.errno == errno.EADDRINUSE else
+                          f"--host {config.host} --port {config.port}: cannot listen there ({exc.strerror or exc})") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve_forever(app: FastAPI, config: ServerConfig, log_level: str = "info",
+                  sock: socket.socket | None = None) -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM stop it gracefully), on ``sock`` when given
+    (see :func:`listening_socket`)."""
+    uvicorn.Server(_uvicorn_config(app, config, log_level)).run(sockets=[sock] if sock is not None else None)
 
 
 class BackgroundServer:
