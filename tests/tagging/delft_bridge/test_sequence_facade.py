@@ -230,3 +230,43 @@ def test_grobids_default_trained_by_the_bridge_tags_through_the_facade(tmp_path:
     labels = [[label for _, label in sequence] for sequence in model.tag(x, None, features=f)]
     expected = SequenceLabeler.load(models / name).predict(read_labelled(train).sequences)
     assert labels == [p.labels for p in expected]
+
+
+# ------------------------------------------------ None or the wrong type at the call (issue #52)
+def test_none_or_a_wrong_type_is_refused_at_the_call_naming_the_argument(trained: Path, data: tuple) -> None:
+    """Each was a ``TypeError``/``AttributeError`` from deep inside (``len(None)``,
+    ``None.splitlines``, ``Path(None)``), a ``ValueError`` only at the first ``tag`` after
+    ``batch_size='abc'``, or, for bytes tokens, no error at all: ``b'June'`` tagged as the text
+    ``"b'June'"``. Now a ``TextorchError`` at the call, naming the argument."""
+    from textorch.tagging.delft.reader import load_data_and_labels_crf_string
+
+    x, y, f = data
+    model = Sequence("date-BidLSTM_CRF_FEATURES")
+    with pytest.raises(ConfigError, match=r"^Sequence.load\(dir_path=None\): expected the models' folder"):
+        model.load(None)
+    model.load(trained)
+    tokens = x[0]
+    with pytest.raises(DataError, match=r"^features\[0\]: expected a list of per-token feature lists, got NoneType"):
+        model.tag([tokens], None, features=[None])
+    with pytest.raises(DataError, match=r"^features\[0\]\[0\]: expected a list of feature values, got NoneType"):
+        model.tag([tokens], None, features=[[None] * len(tokens)])
+    with pytest.raises(DataError, match=r"^features: expected a list of feature sequences, got int"):
+        model.tag([tokens], None, features=5)
+    with pytest.raises(DataError, match=r"^texts\[0\]\[0\]: a token must be a str, got bytes b'June' \(decode it first\)"):
+        model.tag([[b"June"] + tokens[1:]], None, features=[f[0]])
+    with pytest.raises(ConfigError, match=r"^batch_size='abc': expected a whole number"):
+        model.tag([tokens], None, features=[f[0]], batch_size="abc")
+    with pytest.raises(ConfigError, match=r"^batch_size='abc': expected a whole number"):
+        Sequence("date", batch_size="abc")
+    with pytest.raises(ConfigError, match=r"^max_sequence_length='x': expected a whole number"):
+        model.model_config.max_sequence_length = "x"
+    assert model.tag([tokens], None, features=[f[0]])  # the refused values left the model as it was
+    with pytest.raises(DataError, match=r"^x_train: expected a list of token sequences, got NoneType"):
+        Sequence("date", max_epoch=1).train(None, None)
+    with pytest.raises(DataError, match=r"^x_train\[0\]\[0\]: a token must be a str, got bytes"):
+        Sequence("date", max_epoch=1).train([[b"June"]], [["O"]])
+    for reader in (load_data_crf_string, load_data_and_labels_crf_string):
+        with pytest.raises(DataError, match=r"^crf_string: expected the GROBID feature lines as a str, got NoneType"):
+            reader(None)
+    with pytest.raises(DataError, match=r"^filepath: expected a file path"):
+        load_data_and_labels_crf_file(None)

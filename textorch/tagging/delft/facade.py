@@ -10,6 +10,7 @@ server: the network is built once, at ``load``. See docs/grobid.md for what diff
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence as Listing
 from pathlib import Path
@@ -58,6 +59,8 @@ class Sequence:
         A failure is also logged, once: GROBID's JEP thread pool drops the exception itself.
         """
         try:
+            if not isinstance(dir_path, (str, os.PathLike)):
+                raise ConfigError(f"Sequence.load(dir_path={dir_path!r}): expected the models' folder (a str or a Path)")
             self._load(dir_path)
         except (TextorchError, OSError) as exc:
             self.load_error = str(exc)
@@ -150,6 +153,8 @@ class Sequence:
         if columns and features is None:
             raise ConfigError(f"this model reads feature columns {list(columns)}: call tag(texts, None, features=...) "
                               "(GROBID does for *_FEATURES architectures)")
+        if columns and not _a_list(features):
+            raise DataError("features", None, f"expected a list of feature sequences, got {type(features).__name__}")
         if columns and len(features) != len(texts):
             raise DataError("features", None, f"{len(features)} feature sequences for {len(texts)} texts")
         sequences = []
@@ -160,7 +165,7 @@ class Sequence:
                 sequences.append(TokenSequence(tokens, offsets=offsets, text=text))
                 continue
             pretokenised = True
-            tokens = [str(token) for token in text]
+            tokens = _tokens(text, f"texts[{i}]")
             rows = _feature_rows(features[i], len(tokens), max(columns) + 1, i) if columns else None
             sequences.append(TokenSequence(tokens, features=rows))
         return sequences, pretokenised
@@ -178,6 +183,10 @@ class Sequence:
         if callbacks or multi_gpu:
             raise ConfigError("Sequence.train(callbacks=..., multi_gpu=...): not available in textorch "
                               "(several GPUs: 'textorch grobid MODEL train --devices N')")
+        for name, value in (("x_train", x_train), ("y_train", y_train)):
+            if not _a_list(value):
+                raise DataError(name, None, f"expected a list of {'token' if name[0] == 'x' else 'label'} sequences, "
+                                            f"got {type(value).__name__}")
         if _kind(f_train) == "tokens":
             if y_valid is not None or f_valid is not None:
                 raise ConfigError("Sequence.train: the third argument holds tokens, not features; pass features "
@@ -227,10 +236,32 @@ def _kind(value: Listing | None) -> str | None:
     return None
 
 
+def _a_list(value: object) -> bool:
+    """A sequence of items (a list, a tuple...), not a string, bytes or None."""
+    return isinstance(value, Listing) and not isinstance(value, (str, bytes, bytearray))
+
+
+def _tokens(text: object, where: str) -> list[str]:
+    """A pre-tokenised text's tokens as strings; bytes (``str()`` made ``"b'June'"`` of them) and
+    None are refused naming the place, as is a text that is not a list of tokens."""
+    if not _a_list(text):
+        raise DataError(where, None, f"expected a list of tokens or a string, got {type(text).__name__}")
+    for j, token in enumerate(text):  # type: ignore[arg-type]
+        if token is None or isinstance(token, (bytes, bytearray)):
+            raise DataError(f"{where}[{j}]", None, f"a token must be a str, got {type(token).__name__} {token!r}"
+                                                   + (" (decode it first)" if token is not None else ""))
+    return [str(token) for token in text]  # type: ignore[union-attr]
+
+
 def _feature_rows(rows: Listing, n_tokens: int, needed: int, index: int) -> list[list[str]]:
     """One sequence's feature lists, checked: one per token, each with the columns the model reads."""
+    if not _a_list(rows):
+        raise DataError(f"features[{index}]", None, f"expected a list of per-token feature lists, got {type(rows).__name__}")
     if len(rows) != n_tokens:
         raise DataError(f"features[{index}]", None, f"{len(rows)} feature lists for {n_tokens} tokens")
+    bad = next((j for j, row in enumerate(rows) if not _a_list(row)), None)
+    if bad is not None:
+        raise DataError(f"features[{index}][{bad}]", None, f"expected a list of feature values, got {type(rows[bad]).__name__}")
     out = [[str(value) for value in row] for row in rows]
     short = next((j for j, row in enumerate(out) if len(row) < needed), None)
     if short is not None:
@@ -247,6 +278,9 @@ def _corpus(tokens: Listing, labels: Listing | None, features: Listing | None, n
         raise DataError(name, None, f"{len(tokens)} token sequences but {len(features)} feature sequences")
     sequences = []
     for i, (words, tags) in enumerate(zip(tokens, labels)):
+        words = _tokens(words, f"{name}[{i}]")
+        if not _a_list(tags):
+            raise DataError(name, i + 1, f"expected a list of labels, got {type(tags).__name__}")
         if len(words) != len(tags):
             raise DataError(name, i + 1, f"{len(words)} tokens but {len(tags)} labels")
         for tag in tags:
@@ -257,6 +291,6 @@ def _corpus(tokens: Listing, labels: Listing | None, features: Listing | None, n
             if len(features[i]) != len(words):
                 raise DataError(name, i + 1, f"{len(words)} tokens but {len(features[i])} feature lists")
             rows = [[str(value) for value in row] for row in features[i]]
-        sequences.append(TokenSequence([str(w) for w in words], [str(t) for t in tags], features=rows, line=i + 1))
+        sequences.append(TokenSequence(words, [str(t) for t in tags], features=rows, line=i + 1))
     width = max((len(s.features[0]) for s in sequences if s.features), default=0)
     return Corpus(sequences, "grobid", path=name, n_features=width)

@@ -57,6 +57,20 @@ class DelftModelConfig:
     training: dict = field(default_factory=dict)
     """The optimisation arguments (``max_epoch``, ``patience``...) for ``train``."""
 
+    def __setattr__(self, name: str, value: object) -> None:
+        # GROBID sets these after load() and every tag() reads them: a value that is not a
+        # number is refused where it is set (the constructor, tag(batch_size=...), an
+        # assignment), not at the next tag() call as int()'s ValueError.
+        if name in _WHOLE_NUMBERS and value is not None:
+            try:
+                int(value)  # type: ignore[call-overload]
+            except (TypeError, ValueError):
+                raise ConfigError(f"{name}={value!r}: expected a whole number (model_config.{name})") from None
+        object.__setattr__(self, name, value)
+
+
+_WHOLE_NUMBERS = ("batch_size", "max_sequence_length")
+
 
 def model_config_from(model_name: str | None, architecture: str | None, options: dict) -> DelftModelConfig:
     """A ``DelftModelConfig`` from the constructor's arguments; unknown ones are a TypeError, as in DeLFT."""

@@ -18,6 +18,7 @@ from textorch.data.readers import (
     read_grobid,
     split_fields,
 )
+from textorch.errors import DataError
 
 Tokens = list[list[str]]
 Features = list[list[list[str]]]
@@ -25,6 +26,7 @@ Features = list[list[list[str]]]
 
 def load_data_crf_string(crf_string: str) -> tuple[Tokens, Features]:
     """Tokens and features (no label) of GROBID feature lines; blank lines end sequences."""
+    _require_text(crf_string, "crf_string")
     sentences: Tokens = []
     feature_sets: Features = []
     tokens: list[str] = []
@@ -47,12 +49,22 @@ def load_data_crf_string(crf_string: str) -> tuple[Tokens, Features]:
 
 def load_data_and_labels_crf_file(filepath: str | Path) -> tuple[Tokens, list[list[str]], Features]:
     """Tokens, labels and features of a labelled GROBID file (``.gz`` too), as DeLFT returns them."""
+    if not isinstance(filepath, (str, Path)):
+        raise DataError("filepath", None, f"expected a file path (a str or a Path), got {type(filepath).__name__}")
     return _as_lists(read_grobid(filepath))
 
 
 def load_data_and_labels_crf_string(crf_string: str) -> tuple[Tokens, list[list[str]], Features]:
     """The same from file content in memory (DeLFT offers both)."""
+    _require_text(crf_string, "crf_string")
     return _as_lists(parse_labelled_text(crf_string, "<string>", "grobid"))
+
+
+def _require_text(value: object, name: str) -> None:
+    """GROBID feature lines are a str; anything else (None, bytes) is refused naming the argument."""
+    if not isinstance(value, str):
+        hint = " (decode it first)" if isinstance(value, (bytes, bytearray)) else ""
+        raise DataError(name, None, f"expected the GROBID feature lines as a str, got {type(value).__name__}{hint}")
 
 
 def _as_lists(corpus: Corpus) -> tuple[Tokens, list[list[str]], Features]:
