@@ -71,11 +71,6 @@ def torch_save(obj: object, path: str | Path) -> None:
             raise recording.error from None
 
 
-def no_room(exc: OSError) -> bool:
-    """Whether ``exc`` says the disk (or the quota, or the file size limit) is full."""
-    return exc.errno in (_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG)
-
-
 def write_report(path: str | Path, text: str, option: str) -> None:
     """Write a small report file an option names (``--metrics-json``, ``--stats-json``), its
     folder made first; a place that cannot hold it is a ``ConfigError`` naming the option and
