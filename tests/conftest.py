@@ -163,7 +163,12 @@ def tiny_conll(tmp_path: Path) -> Path:
 def file_size_limit(size: int) -> Iterator[None]:
     """Writes past ``size`` bytes of any file fail with ``EFBIG``, as on a full disk they fail with
     ``ENOSPC``: every writer (Python, safetensors' Rust, torch's C++) meets a real failed write.
-    SIGXFSZ is ignored meanwhile (it would kill the process); both are set back afterwards."""
+    SIGXFSZ is ignored meanwhile (it would kill the process); both are set back afterwards.
+    Numba's compiled CRF decoder is loaded first: compiling it under the limit would fail to
+    write its cache and leave the rest of the test process decoding with PyTorch."""
+    from textorch.models.crf_compiled import preload
+
+    preload()
     previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
