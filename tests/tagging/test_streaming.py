@@ -386,3 +386,22 @@ def test_the_whole_file_reader_warns_about_grobid_rows_given_as_text_too(
         corpus = read_for_tagging(str(rows), "text", labeler)
     assert [r.getMessage().split(":")[0] for r in caplog.records if "GROBID feature rows" in r.getMessage()] == [str(rows)]
     assert len(corpus.sequences) == len(rows.read_text().splitlines())
+
+
+def test_an_interrupt_between_a_write_and_its_count_keeps_count_and_partial_agreeing(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A Ctrl-C or SIGTERM can land after a chunk is written and before it is counted: the
+    ``.partial`` is cut back to what was counted, so the message and the file agree."""
+    from textorch.data.staged_output import staged_output
+
+    target = tmp_path / "tagged.txt"
+    with pytest.raises(KeyboardInterrupt):
+        with staged_output(target) as staged:
+            staged.out.write("a x\n\n")
+            staged.wrote(1)
+            staged.out.write("b y\n\nc z\n\n")  # written whole, the signal arrives before staged.wrote(2)
+            raise KeyboardInterrupt
+    partial = tmp_path / "tagged.txt.partial"
+    assert partial.read_text(encoding="utf-8") == "a x\n\n"
+    assert f"the 1 sequences written before it are in {partial}" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tagged.txt.partial"]

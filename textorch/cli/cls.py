@@ -147,7 +147,7 @@ def _classify(args: argparse.Namespace) -> int:
                 if writer is not None and staged is not None:
                     for example, prediction in zip(chunk, predictions):
                         writer.add(classify_files.classification_record(example, prediction))
-                    staged.items += len(chunk)
+                    staged.wrote(len(chunk))
             if writer is not None:
                 writer.header["runtime"] = round(run.seconds, 3)
     return 0

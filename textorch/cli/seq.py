@@ -142,7 +142,7 @@ def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLa
             for text, n_sequences in rows:
                 if staged is not None:
                     staged.out.write(text)
-                    staged.items += n_sequences
+                    staged.wrote(n_sequences)
         return rows
     sequences = tag_files.stream_for_tagging(args.input, input_format, labeler)
     with progress, staged_output(output, write=ctx.is_main) as staged:

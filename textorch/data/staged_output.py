@@ -58,6 +58,22 @@ class _CheckedWrites:
         except OSError as exc:
             raise self._failed(exc) from None
 
+    def tell(self) -> int:
+        """The position after what was written (buffered writes flushed to the file object)."""
+        try:
+            return self.stream.tell()
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def cut(self, position: int) -> None:
+        """Drop what was written after ``position`` (a write a signal interrupted), go on from there."""
+        try:
+            self.stream.flush()
+            self.stream.truncate(position)
+            self.stream.seek(position)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
     def flush(self) -> None:
         try:
             self.stream.flush()
@@ -82,8 +98,8 @@ class StagedOutput:
         """The document's first bytes, asked for at the end (True: the run failed); None: nothing to add."""
         self.tail: Callable[[bool], str] | None = None
         """The document's last bytes, asked for at the end (True: the run failed)."""
-        self.items = 0
-        """Items written so far, for the failure message."""
+        self._whole: tuple[int, int | None] = (0, 0)
+        """(items written whole, the position after them in the temporary file): see :meth:`wrote`."""
         self.unit = "sequences"
         """What the items are, in that message."""
         self._staging: Path | None = None
@@ -98,6 +114,19 @@ class StagedOutput:
             self.out = _CheckedWrites(open(self._staging, "w", encoding="utf-8"), self.target)
         except OSError as exc:
             raise ConfigError(f"{self.target}: cannot write the output ({exc.strerror or exc})") from None
+
+    @property
+    def items(self) -> int:
+        """Items written whole so far, for the failure message."""
+        return self._whole[0]
+
+    def wrote(self, n: int) -> None:
+        """``n`` more items are in the output, whole. Count and position change in one assignment,
+        so a Ctrl-C or SIGTERM landing anywhere around a write leaves them agreeing; a failed
+        run's part is cut back to that position (a write the signal interrupted may be in the
+        file in part, or whole but not yet counted)."""
+        position = self.out.tell() if isinstance(self.out, _CheckedWrites) else None
+        self._whole = (self._whole[0] + n, position)
 
     def finish(self, failed: bool) -> Path | None:
         """Close the document; on a file, rename it to the target (or ``TARGET.partial``)."""
@@ -115,6 +144,8 @@ class StagedOutput:
             self.discard()
             raise self.write_failed()  # type: ignore[misc]
         try:
+            if failed and self._whole[1] is not None and isinstance(self.out, _CheckedWrites):
+                self.out.cut(self._whole[1])
             self.out.write(tail)
             self.out.close()
             if head:

@@ -150,7 +150,7 @@ class TaggedWriter:
         if self.json is not None:
             for sequence, prediction in zip(sequences, predictions):
                 self.json.add(text_record(sequence, prediction, self.labels_as))
-                self.staged.items += 1  # each as written: a Ctrl-C or SIGTERM between two records counts right
+                self.staged.wrote(1)  # each as written: a Ctrl-C or SIGTERM between two records counts right
             return
         block = grobid_block if self.output_format == "grobid" else conll_block
         parts = []
@@ -159,7 +159,7 @@ class TaggedWriter:
                 raise ValueError(f"{len(prediction.labels)} predicted tags for {len(sequence.tokens)} tokens")
             parts.append(block(sequence, prediction.labels))
         self.staged.out.write("".join(parts))  # one write: the chunk's sequences are in the file whole or not at all
-        self.staged.items += len(sequences)
+        self.staged.wrote(len(sequences))
 
     def set_runtime(self, runtime_s: float) -> None:
         """The JSON answer's ``runtime``, written with its header at the end."""
