@@ -125,8 +125,8 @@ def last_training_error(log: str | Path) -> str | None:
     """The token/sequence training error of the last iteration Wapiti printed (``err= 0.02%/15.45%``)."""
     last = None
     for line in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
-        if "obj=" in line and "err=" in line:
-            last = line.split("err=", 1)[1].split()[0]
+        if "obj=" in line and "err=" in line:  # "err= 0.04%/ 5.97% time=...": tokens / sequences
+            last = line.split("err=", 1)[1].split("time=", 1)[0].replace(" ", "")
     return last
 
 
