@@ -12,7 +12,8 @@ from pathlib import Path
 
 from textorch.data.corpus import Corpus
 from textorch.data.tags import OUTSIDE
-from textorch.data.validate import Problem, ValidationReport, validate_data
+from textorch.data.findings import Problem, ValidationReport
+from textorch.data.validate import validate_data
 from textorch.errors import DataError, TextorchError
 
 logger = logging.getLogger(__name__)

@@ -92,6 +92,33 @@ class FileCheck:
                 "every token kept; tagging reads whole sequences")
 
 
+@dataclass
+class ValidationReport:
+    """The checks of the train, validation and test files of one run."""
+
+    files: list[FileCheck]
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for check in self.files for p in check.problems]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == WARNING]
+
+    def file(self, role: str) -> FileCheck | None:
+        return next((check for check in self.files if check.role == role), None)
+
+    def to_dict(self) -> dict:
+        return {"files": [check.summary() for check in self.files],
+                "problems": [{"path": p.path, "line": p.line, "severity": p.severity, "message": p.message}
+                             for p in self.problems]}
+
+
 def label_counts(corpus: Corpus) -> dict[str, dict[str, int]]:
     """Per IOB2 type, entity mentions and tokens; ``O`` counts outside tokens."""
     counts: dict[str, dict[str, int]] = {}

@@ -7,6 +7,7 @@ splits the same way everywhere.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
@@ -17,6 +18,8 @@ from textorch.data.cls_readers import ClsCorpus, ClsExample
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.tags import normalize_to_iob2
 from textorch.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 TEST_FRACTION = 0.1
 """Share of the training data held out as test data when a run must score itself and has no test file."""
@@ -145,16 +148,17 @@ def cut_long_sequences(sequences: list[TokenSequence], max_length: int) -> list[
     return out
 
 
-def cut_summary(lengths: Sequence[int], max_length: int) -> str | None:
-    """One line on what :func:`cut_long_sequences` does to sequences of ``lengths``; None when it
-    cuts nothing."""
-    long = [n for n in lengths if max_length > 0 and n > max_length]
-    if not long:
-        return None
-    pieces = sum(-(-n // max_length) for n in long)
-    noun = "sequence" if len(long) == 1 else "sequences"
-    return (f"{len(long)} training {noun} longer than {max_length:,} tokens (longest {max(long):,}) read as {pieces:,} "
-            f"consecutive pieces of at most {max_length:,} tokens, every token kept; tagging reads whole sequences")
+def training_pieces(sequences: list[TokenSequence], max_length: int) -> list[TokenSequence]:
+    """:func:`cut_long_sequences` for training, said once in the log when it cuts anything (a
+    whole document is no problem to report per document: every token is kept)."""
+    long = [len(s) for s in sequences if max_length > 0 and len(s) > max_length]
+    if long:
+        pieces = sum(-(-n // max_length) for n in long)
+        noun = "sequence" if len(long) == 1 else "sequences"
+        logger.info("%d training %s longer than %s tokens (longest %s) read as %s consecutive pieces of at most %s "
+                    "tokens, every token kept; tagging reads whole sequences", len(long), noun, f"{max_length:,}",
+                    f"{max(long):,}", f"{pieces:,}", f"{max_length:,}")
+    return cut_long_sequences(sequences, max_length)
 
 
 def valid_iob2(sequences: list[TokenSequence]) -> list[TokenSequence]:

@@ -43,14 +43,13 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from textorch.data.findings import (
     ERROR,
     WARNING,
     FileCheck,
-    Problem,
+    ValidationReport,
     grobid_departures,
     label_counts,
 )
@@ -342,33 +341,6 @@ def _drop_bad_sequences(check: FileCheck, spans: list[tuple[int, int]], lines: l
     for sequence in check.bad_sequences:
         start, end = spans[sequence]
         lines[start:end] = [""] * (end - start)
-
-
-@dataclass
-class ValidationReport:
-    """The checks of the train, validation and test files of one run."""
-
-    files: list[FileCheck]
-
-    @property
-    def problems(self) -> list[Problem]:
-        return [p for check in self.files for p in check.problems]
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == ERROR]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == WARNING]
-
-    def file(self, role: str) -> FileCheck | None:
-        return next((check for check in self.files if check.role == role), None)
-
-    def to_dict(self) -> dict:
-        return {"files": [check.summary() for check in self.files],
-                "problems": [{"path": p.path, "line": p.line, "severity": p.severity, "message": p.message}
-                             for p in self.problems]}
 
 
 def validate_data(train: str | Path, valid: str | Path | None = None, test: str | Path | None = None,

@@ -11,7 +11,6 @@ the training path (:mod:`~textorch.tagging.training_path`, given the class), the
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,7 +23,7 @@ from textorch.tagging.inputs import Token, read_evaluation_corpus, to_sequences
 from textorch.tagging.training_path import train_given
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import SequenceEncoder
-from textorch.data.splits import cut_long_sequences, cut_summary, valid_iob2
+from textorch.data.splits import training_pieces, valid_iob2
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.eval.metrics import EntityCounts
@@ -52,7 +51,6 @@ from textorch.train.history import TrainingHistory
 from textorch.train.tensorboard import tensorboard_callbacks
 from textorch.train.trainer import Trainer, TrainingResult, adam
 
-logger = logging.getLogger(__name__)
 
 
 class SequenceLabeler:
@@ -179,9 +177,7 @@ class SequenceLabeler:
         from its newest checkpoint (see :mod:`textorch.train.resume`).
         """
         ctx = ctx or DistContext()
-        if summary := cut_summary([len(s) for s in train.sequences], train_config.max_sequence_length):
-            logger.info("%s", summary)
-        sequences = cut_long_sequences(train.sequences, train_config.max_sequence_length)
+        sequences = training_pieces(train.sequences, train_config.max_sequence_length)
         if forbids_iob2_moves(self.model_config):
             sequences = valid_iob2(sequences)
         data = self.encode(sequences, with_labels=True)
