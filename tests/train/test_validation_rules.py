@@ -99,6 +99,14 @@ def test_whole_documents_count_as_the_pieces_training_reads() -> None:
         == (4, 60)
 
 
+@pytest.mark.parametrize("field", ["tokens_without_validation", "max_batch_tokens"])
+def test_a_negative_token_rule_is_a_config_error(field: str) -> None:
+    from textorch.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="must be >= 0"):
+        TrainConfig(**{field: -1})
+
+
 def test_a_linear_schedule_brings_the_rate_to_zero_at_the_last_step() -> None:
     import torch
     from textorch.train.trainer import adam

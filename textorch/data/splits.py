@@ -153,7 +153,7 @@ def training_pieces(sequences: list[TokenSequence], max_length: int) -> list[Tok
     whole document is no problem to report per document: every token is kept)."""
     long = [len(s) for s in sequences if max_length > 0 and len(s) > max_length]
     if long:
-        pieces = sum(-(-n // max_length) for n in long)
+        pieces = len(piece_lengths(long, max_length))
         noun = "sequence" if len(long) == 1 else "sequences"
         logger.info("%d training %s longer than %s tokens (longest %s) read as %s consecutive pieces of at most %s "
                     "tokens, every token kept; tagging reads whole sequences", len(long), noun, f"{max_length:,}",

@@ -34,8 +34,9 @@ Warnings (reported, never blocking):
   differs from the file's (each sequence keeps its own count).
 
 Sequences longer than the maximum sequence length are no problem: training reads them in
-consecutive pieces that keep every token, tagging reads them whole. They are counted
-(``FileCheck.long_lines``) and said once per file in the log and in ``seq validate``'s summary.
+consecutive pieces that keep every token (``splits.training_pieces`` says so once in the log),
+tagging reads them whole. They are counted (``FileCheck.long_lines``) for ``seq validate``'s
+summary.
 """
 
 from __future__ import annotations
