@@ -1,33 +1,55 @@
-"""textorch's benchmark suite: the peer comparison, feature benchmarks, A/B of fast paths,
+"""textorch's benchmark suite: the peer comparison, feature benchmarks, the A/B of the fast paths,
 diagnostics and parity checks, one folder per kind, each benchmark runnable from the repository
 root as ``python -m benchmarks NAME [args]`` (or ``python -m benchmarks.KIND.NAME [args]``).
 
 ``SUITE`` is the one list of runnable benchmarks, grouped by kind, so that ``python -m benchmarks``
 can show a newcomer what there is without importing any of them (several load torch, one needs
-DeLFT's venv). Modules not in it are helpers the benchmarks share (``common`` and
-``suite_models`` here, ``bench_data``, ``bench_table``, ``f1_bootstrap``, ``runner_common`` and
-``wapiti_peer`` in ``peers``) or runners that other benchmarks start by path in a fresh process
-(``RUNNERS``).
+DeLFT's venv). Modules not in it are helpers the benchmarks share (``common``, ``suite_models``
+and ``server_abuse`` here, ``stage_clocks`` in ``diagnostics``, ``bench_data``, ``bench_table``,
+``f1_bootstrap``, ``runner_common`` and ``wapiti_peer`` in ``peers``) or runners that other
+benchmarks start by path in a fresh process (``RUNNERS``).
 """
 
 from __future__ import annotations
 
 SUITE: dict[str, tuple[str, ...]] = {
-    "setup": ("prepare",),
-    "peers": ("bench_vs_delft", "pooled_f1", "delft_env"),
-    "features": (
-        "bench_seq_train", "bench_cls", "bench_bert", "bench_onnx", "bench_server", "soak_server",
-        "bench_streaming", "bench_gpu",
+    "setup": (
+        "prepare",
     ),
-    "ab": ("code_ab", "fast_path_ab", "kept_values_ab"),
-    "diagnostics": ("flops", "profile_seq", "tagging_anatomy", "route_frames", "tagging_outputs", "tagging_stages",
-                    "onnx_stages", "int8_f1"),
-    "parity": ("bench_delft_import", "delft_onnx_parity", "verify_keras_import"),
+    "peers": (
+        "bench_vs_delft",
+        "pooled_f1",
+        "delft_env",
+    ),
+    "features": (
+        "bench_seq_train",
+        "bench_cls",
+        "bench_bert",
+        "bench_onnx",
+        "bench_server",
+        "soak_server",
+        "bench_streaming",
+        "bench_gpu",
+    ),
+    "ab": (
+        "fast_path_ab",
+    ),
+    "diagnostics": (
+        "stages",
+        "tagging_outputs",
+        "int8_f1",
+    ),
+    "parity": (
+        "bench_delft_import",
+        "delft_onnx_parity",
+        "verify_keras_import",
+    ),
 }
-"""Runnable benchmarks by kind: setup (``prepare`` builds the saved models the A/B and
-diagnostic benchmarks time), peers (textorch against DeLFT and Wapiti), features (one part of
-textorch measured alone), ab (two code paths or trees side by side), diagnostics (where the time
-goes), parity (labels or outputs compared with DeLFT's or Keras's)."""
+"""Runnable benchmarks by kind, one per line (a new benchmark is one added line): setup
+(``prepare`` builds the saved models ``fast_path_ab`` times), peers (textorch against DeLFT and
+Wapiti), features (one part of textorch measured alone), ab (each CPU fast path against its
+general route), diagnostics (where a run's time goes, and what a change does to labels), parity
+(labels or outputs compared with DeLFT's or Keras's)."""
 
 RUNNERS: dict[str, str] = {"delft_runner": "peers", "textorch_runner": "peers", "wapiti_runner": "peers",
                            "delft_parity_runner": "parity"}

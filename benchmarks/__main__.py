@@ -1,7 +1,7 @@
 """``python -m benchmarks``: the list of benchmarks by kind; ``python -m benchmarks NAME [args]``:
 run one, exactly as ``python -m benchmarks.KIND.NAME [args]`` would (its ``__main__`` block, its own
 options; ``python -m benchmarks NAME --help`` shows them). Run from the repository root, so that
-``benchmarks`` and ``tests`` (two benchmarks reuse test helpers) are importable."""
+``benchmarks`` is importable."""
 
 from __future__ import annotations
 

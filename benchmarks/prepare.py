@@ -1,9 +1,10 @@
-"""Build what the A/B and diagnostic benchmarks load: the suite's seed-1 BiLSTM-CRF models.
+"""Build what the fast-path A/B loads: the suite's seed-1 BiLSTM-CRF models.
 
-``code_ab``, ``fast_path_ab`` and the diagnostics time saved models (``suite_models``); this
-trains the missing ones exactly as the peer comparison does (``bench_vs_delft.train_all``,
-textorch alone: the same split files, fixed epochs and training rules, one fresh runner process
-each) and keeps them where ``bench_vs_delft`` would, so either can reuse the other's.
+``fast_path_ab`` times saved models (``suite_models``); this trains the missing ones exactly as
+the peer comparison does (``bench_vs_delft.train_all``, textorch alone: the same split files,
+fixed epochs and training rules, one fresh runner process each) and keeps them where
+``bench_vs_delft`` would, so either can reuse the other's. They also serve as ready models for
+``stages`` and ``tagging_outputs``.
 
     python -m benchmarks prepare [--models conll name-header date] [--threads 1] [--force]
 

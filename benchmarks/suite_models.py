@@ -1,10 +1,10 @@
-"""Where the A/B and diagnostic benchmarks find the saved models they time, and their test files.
+"""Where the fast-path A/B finds the saved models it times, and their test files.
 
-They time the peer comparison's own seed-1 BiLSTM-CRF models (CoNLL-2003, GROBID name-header and
+It times the peer comparison's own seed-1 BiLSTM-CRF models (CoNLL-2003, GROBID name-header and
 date), kept by ``bench_vs_delft`` under the bench work dir, rather than copies at paths nothing
 builds: ``python -m benchmarks prepare`` trains the missing ones there, with the suite's fixed
 settings. ``TEXTORCH_BENCH_DIR`` moves the work dir, ``TEXTORCH_SHARED_DATA`` the corpora.
-Standard library only: imported before torch by scripts that time their imports.
+Standard library only: listing or checking the models loads no torch.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ AB_MODELS: dict[str, tuple[str, str]] = {
     "date": ("grobid/date/date-220311.train", "grobid"),
 }
 """Model name (= the suite's task) -> (test file under the shared data, its format): the whole
-corpus file for the GROBID models, as the A/B rows have always used."""
+corpus file for the GROBID models."""
 
 CONLL_TRAIN = "conll2003/eng.train"
 """The training file of the A/B training rows, under the shared data."""

@@ -1,20 +1,19 @@
-"""Every CPU fast path against its general route, in one process, alternating (issue #29).
+"""Every CPU fast path against its general route, in one process, alternating.
 
 Each fast path is switched off in-process through the CPU routes (:mod:`textorch.models.cpu_routes`:
 ``FAST.without(path)`` as the labelers' ``routes``, and current for the training row), so that the
 general route runs (:data:`PATHS`, named as the fields of ``CpuRoutes``); nothing is patched. Both
-variants are timed in turn (on, off, on, off, ...) on the rows of
-the benchmark suite it acts on: the three seed-1 BiLSTM-CRF models (CoNLL-2003, GROBID
-name-header and date) at batch 32 and 256 over their test files, 300 one-sequence calls over new
-tokens and over tokens seen before, and a short training row (optimizer steps on a CoNLL-2003
-subset). Alternating in one process keeps a second job on the machine from favouring either.
+variants are timed in turn (on, off, on, off, ...) on the rows of the benchmark suite it acts on:
+the three seed-1 BiLSTM-CRF models (CoNLL-2003, GROBID name-header and date) at batch 32 and 256
+over their test files, 300 one-sequence calls over new tokens and over tokens seen before, and a
+short training row (optimizer steps on a CoNLL-2003 subset). Alternating in one process keeps a
+second job on the machine from favouring either.
 
-    PYTHONPATH=. python -m benchmarks fast_path_ab --pairs 7 --first-call 3 [--paths one_sequence ...]
+    python -m benchmarks fast_path_ab --pairs 7 --first-call 3 [--paths laid_out_lstm ...]
 
-The paths listed are those that earned their keep (issue #29); the ones removed were measured by
-this script as of commits a1d979a and 0b0a4db (docs/performance.md has the tables; there the
-paths have their former names: ``inference_groups`` is ``batch_groups``, ``crf_kernel_vs_torch``
-``crf_kernel``, ``one_sequence_route`` ``one_sequence``).
+Why: a fast path stays only while it earns its keep against its general route
+(docs/architecture.md, "One owner of the CPU routes"); this is the measure, for the paths there
+are and for a new one (its ``CpuRoutes`` field added to :data:`PATHS`).
 
 Prints a table (median on/off in ms, gain = off / on, min in brackets) and writes
 ``benchmarks/results/fast-paths-<commit>.json``. The CRF kernels' first-call cost is measured in
@@ -60,7 +59,7 @@ def routes_for(path: str | None) -> "CpuRoutes":
 # Where each path acts: the rows worth timing it on.
 PATHS: dict[str, tuple[str, ...]] = {
     "laid_out_lstm": INFERENCE_ROWS,
-    "row_buckets": ("batch32", "batch256"),  # training: kernels warm after one pass, see code_ab.py
+    "row_buckets": ("batch32", "batch256"),  # training: kernels warm after one pass
     "batch_groups": ("batch32", "batch256"),
     "char_length_groups": ("batch32", "batch256", "train"),
     "crf_kernel": INFERENCE_ROWS,

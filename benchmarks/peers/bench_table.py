@@ -1,4 +1,4 @@
-"""The one table of bench_vs_delft.py: absolute numbers, textorch / DeLFT ratios, the issue's targets.
+"""The one table of bench_vs_delft.py: absolute numbers, textorch / DeLFT ratios, the project's targets.
 
 A ratio is always textorch divided by DeLFT: above 1 is better for throughputs, below 1 is
 better for times, memory and sizes. F1 is compared as a difference in points instead.
@@ -37,11 +37,11 @@ FACADE_COST = [("grobid_calls", "grobid_calls_predict", "new tokens"),
                ("grobid_calls_seen", "grobid_calls_predict_seen", "tokens seen before")]
 """textorch's facade call against its plain ``SequenceLabeler.predict`` on the same calls'
 sequences, measured in the same process: what the facade costs, not a comparison with DeLFT."""
-F1_TOLERANCE = 0.003  # the issue: not below DeLFT's by more than 0.3 points
+F1_TOLERANCE = 0.003  # the target: not below DeLFT's by more than 0.3 points
 
 
-def issue_target(job: dict, metric: str) -> float | None:
-    """The issue's ratio targets (textorch / DeLFT) for a metric of a job, None when it sets none."""
+def ratio_target(job: dict, metric: str) -> float | None:
+    """The project's ratio target (textorch / DeLFT) for a metric of a job, None where it sets none."""
     bert = job["architecture"].startswith("BERT")
     if metric == "train" and job["task"] == "conll" and not bert:
         return 3.0
@@ -98,7 +98,7 @@ def _row(job: dict, metric: str, label: str, t: float | None, d: float | None, h
          ratio: float | None = None) -> dict:
     if ratio is None:
         ratio = t / d if t is not None and d else None
-    target = issue_target(job, metric)
+    target = ratio_target(job, metric)
     if not higher and metric in ("peak_rss", "load"):
         target = 1.0
     met = None

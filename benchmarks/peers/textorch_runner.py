@@ -29,9 +29,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-# Started by path (``python benchmarks/peers/textorch_runner.py``, one fresh process per command, also on
-# an older tree by code_ab.py): its own directory is then first on sys.path. Imported as
-# ``benchmarks.peers.textorch_runner`` by fast_path_ab.py and the tests.
+# Started by path (``python benchmarks/peers/textorch_runner.py``, one fresh process per command): its
+# own directory is then first on sys.path. Imported as ``benchmarks.peers.textorch_runner`` by
+# fast_path_ab.py and the tests.
 if __package__:
     from .runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions
     from .runner_common import add_calls_command, grobid_call_rows, read_calls
@@ -42,10 +42,7 @@ else:
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
-try:  # code_ab runs this runner on older trees too, where these lived in tagging/training.py
-    from textorch.tagging.training_path import fitted_to_data, split_for_training  # noqa: E402
-except ImportError:
-    from textorch.tagging.training import fitted_to_data, split_for_training  # noqa: E402
+from textorch.tagging.training_path import fitted_to_data, split_for_training  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 

@@ -1,5 +1,5 @@
-"""The side-by-side benchmark's own logic: data conversion, splits, ratios, FLOP counting,
-the tagging anatomy's accounting.
+"""The side-by-side benchmark's own logic: data conversion, splits, ratios, targets, rounds,
+fresh state, calls; and the fast-path A/B's switches.
 
 Timings are never asserted here; these check that both systems get the same data and that
 the table compares what it says it compares.
@@ -12,19 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence
 
 from conftest import write_tiny_grobid
 
 from benchmarks.peers import bench_data
 from benchmarks.peers import bench_table
 from benchmarks.peers import bench_vs_delft
-from benchmarks.diagnostics import flops
 from benchmarks.peers import runner_common
 from benchmarks.peers.runner_common import read_blocks
-from benchmarks.diagnostics import tagging_anatomy
 
 
 def test_iob1_to_iob2_opens_entities_with_b():
@@ -119,7 +114,7 @@ def test_seen_tokens_stream_is_compared_with_the_peers_only_stream():
     rows = {r["metric"]: r for r in bench_table.build_rows([job], [], tagging)}
     seen = rows["tag tok/s, one-sequence calls, tokens seen before"]
     assert seen["delft"] == 1000 and seen["ratio"] == pytest.approx(3.0)
-    assert seen["target"] is None  # the issue's target is for the stream as it comes
+    assert seen["target"] is None  # the target is for the stream as it comes
     assert rows["tag tok/s, one-sequence calls, new tokens"]["met"] is False
     assert not any("seen before (ONNX" in name for name in rows)
 
@@ -174,48 +169,6 @@ def test_building_the_fresh_state_is_outside_the_clock_and_every_looped_call_get
     times, loops = runner_common.repeat_seconds(call, repeats=2, min_seconds=2.5, prepare=fresh)
     assert loops == 3 and len(prepared) == 1 + 2 * loops  # the warm-up's, then one per timed call
     assert times == [1.0, 1.0]  # none of the rebuilding is timed
-
-
-class _FakeCounter:
-    """Stands for FlopCounterMode: its total grows by 1000 each time it is read."""
-
-    def __init__(self) -> None:
-        self.total = 0
-
-    def get_total_flops(self) -> int:
-        self.total += 1000
-        return self.total
-
-
-def test_recurrent_flops_analytic_for_packed_and_padded_input():
-    lstm = nn.LSTM(6, 5, batch_first=True, bidirectional=True)
-    x = torch.randn(3, 4, 6)
-    expected = 3 * 4 * 2 * (2 * 4 * 5 * (6 + 5))
-    for inputs in (x, pack_padded_sequence(x, torch.full((3,), 4), batch_first=True)):
-        counter = _FakeCounter()
-        hooks = flops.RecurrentFlops(lstm, counter)
-        with torch.inference_mode():
-            lstm(inputs)
-        hooks.close()
-        # What the counter saw inside the LSTM is set aside, to be replaced by the analytic count.
-        assert hooks.flops == expected and hooks.counted_inside == 1000
-    # Direction by direction on padded input (no module call): the same analytic count, and the
-    # library function is restored afterwards.
-    from textorch.models import padded_rnn
-
-    original = padded_rnn.padded_rnn
-    hooks = flops.RecurrentFlops(lstm, _FakeCounter())
-    with torch.inference_mode():
-        padded_rnn.masked_padded_rnn(lstm, x, torch.tensor([4, 2, 3]))
-    hooks.close()
-    assert hooks.flops == expected and padded_rnn.padded_rnn is original
-    # Rows without padding at inference (direction by direction too, where the LSTM weights are
-    # laid out once): counted once, whichever path runs them.
-    hooks = flops.RecurrentFlops(lstm, _FakeCounter())
-    with torch.inference_mode():
-        padded_rnn.rnn_outputs(lstm.eval(), x, torch.full((3,), 4))
-    hooks.close()
-    assert hooks.flops == expected and padded_rnn.padded_rnn is original
 
 
 def test_repeat_seconds_loops_short_calls_and_rows_keep_every_repeat():
@@ -396,79 +349,13 @@ def test_a_failed_round_leaves_that_set_up_unpaired_and_every_other_round_kept(t
     assert "ratio_rounds" not in row and row["ratio"] == pytest.approx(3.0)
 
 
-def test_the_kernel_clock_times_the_calls_inside_and_puts_the_functions_back():
-    from textorch.models import onednn_lstm, padded_rnn
-
-    originals = (onednn_lstm._run, torch.nn.functional.linear)
-    torch.manual_seed(0)
-    lstm = nn.LSTM(6, 5, batch_first=True, bidirectional=True).eval()
-    x = torch.randn(3, 7, 6)
-    with tagging_anatomy.KernelClock() as clock, torch.inference_mode():
-        assert onednn_lstm._run is not originals[0]
-        padded_rnn.rnn_outputs(lstm, x, torch.tensor([7, 5, 2]))
-        nn.Linear(6, 3)(torch.randn(4, 6))
-    assert (onednn_lstm._run, torch.nn.functional.linear) == originals
-    if onednn_lstm.laid_out_lstm_available():  # the pre-reordered path ran (this torch has its operators)
-        assert clock.seconds["lstm"] > 0
-    assert clock.seconds["dense"] > 0
-
-
-def _suite_rows(tmp_path):
-    rows = [{"job": "date-BidLSTM_CRF", "metric": "tag tok/s, batch 32", "ratio": 2.5},
-            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, batch 256", "ratio": 2.0},
-            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, one-sequence calls", "ratio": 1.5},
-            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, one-sequence calls, tokens seen before", "ratio": 3.3},
-            {"job": "date-BidLSTM_CRF", "metric": "tag tok/s, batch 32 (ONNX engine)", "ratio": 9.0},
-            {"job": "conll-BidLSTM_CRF", "metric": "tag tok/s, batch 32", "ratio": 6.0}]
-    runs = [{"key": "date-BidLSTM_CRF", "task": "date", "architecture": "BidLSTM_CRF", "system": "textorch"},
-            {"key": "conll-BidLSTM_CRF", "task": "conll", "architecture": "BidLSTM_CRF", "system": "textorch"}]
-    path = tmp_path / "suite.json"
-    path.write_text(__import__("json").dumps({"rows": rows, "train_runs": runs}))
-    return path
-
-
-def test_anatomy_reads_the_suites_ratios_of_its_job_and_default_engine_only(tmp_path):
-    ratios, job = tagging_anatomy.read_suite(_suite_rows(tmp_path), "date-BidLSTM_CRF")
-    assert ratios == {"batch32": 2.5, "batch256": 2.0, "stream": 1.5, "stream_seen": 3.3}
-    assert bench_table.issue_target(job, "batch32") == 5.0 and bench_table.issue_target(job, "stream") == 3.0
-    with pytest.raises(SystemExit, match="no tagging ratios.*jobs there: conll-BidLSTM_CRF, date-BidLSTM_CRF"):
-        tagging_anatomy.read_suite(_suite_rows(tmp_path), "name-header-BidLSTM_CRF")
-
-
-def test_anatomy_names_a_suite_file_it_cannot_read(tmp_path, monkeypatch):
-    missing = tmp_path / "nowhere.json"
-    with pytest.raises(SystemExit, match="nowhere.json: not a readable bench_vs_delft.py result"):
-        tagging_anatomy.read_suite(missing, "date-BidLSTM_CRF")
-    broken = tmp_path / "broken.json"
-    broken.write_text('{"rows": [')
-    with pytest.raises(SystemExit, match="broken.json: not a readable"):
-        tagging_anatomy.read_suite(broken, "date-BidLSTM_CRF")
-    monkeypatch.setattr(sys, "argv", ["tagging_anatomy.py", "--model", "m", "--test", "t", "--job", "date-BidLSTM_CRF"])
-    with pytest.raises(SystemExit) as exited:  # --job without --suite-json: a usage error before any loading
-        tagging_anatomy.main()
-    assert exited.value.code == 2
-
-
-def test_anatomy_rows_say_what_share_a_target_leaves_and_what_the_rest_must_gain():
-    timing = {"total_s": 0.004, "lstm_s": 0.0015, "dense_s": 0.0005, "kernels_share": 0.5}
-    row = tagging_anatomy.row_for("batch 32", 244, timing, 550, 1, 2.5, 5.0)
-    assert row["ms_per_call"] == pytest.approx(4.0) and row["rest_ms"] == pytest.approx(2.0)
-    assert row["allowed_share"] == pytest.approx(0.5)
-    assert row["rest_must_speed_up"] is None  # the kernels alone fill the target's time
-    stream = tagging_anatomy.row_for("one-sequence calls", 1300, {**timing, "kernels_share": 0.3}, 24000, 100, 2.0, 3.0)
-    assert stream["tokens_per_call"] == 13.0 and stream["operators_per_call"] == 240
-    assert stream["ms_per_call"] == pytest.approx(0.04)
-    # 2/3 of today's time allowed, 0.3 of it kernels: the rest (0.7) must fit in 0.3667
-    assert stream["rest_must_speed_up"] == pytest.approx(0.7 / (2 / 3 - 0.3))
-    met = tagging_anatomy.row_for("batch 256", 244, timing, 550, 1, 7.0, 5.0)
-    assert met["allowed_share"] == 1.0 and met["rest_must_speed_up"] == pytest.approx(1.0)
-    assert "target" not in tagging_anatomy.row_for("batch 1", 244, timing, 550, 1, None, 5.0)
-    assert "target" not in tagging_anatomy.row_for("batch 1", 244, timing, 550, 1, 3.0, None)  # no target set
-    assert tagging_anatomy.speed_up_verdict(row) == "kernels alone exceed it"
-    assert tagging_anatomy.speed_up_verdict(stream) == "1.91x"
-    edge = tagging_anatomy.row_for("batch 32", 244, {**timing, "kernels_share": 0.5595}, 550, 1, 2.7991, 5.0)
-    assert edge["rest_must_speed_up"] > 1000  # the table says so in words, not as a bare number
-    assert tagging_anatomy.speed_up_verdict(edge).startswith("kernels take nearly all of it (the rest 1,")
+def test_ratio_targets_are_set_per_metric_and_architecture():
+    lstm = {"task": "date", "architecture": "BidLSTM_CRF"}
+    bert = {"task": "date", "architecture": "BERT_CRF"}
+    assert bench_table.ratio_target(lstm, "batch32") == 5.0 and bench_table.ratio_target(lstm, "stream") == 3.0
+    assert bench_table.ratio_target(bert, "batch32") == 2.0 and bench_table.ratio_target(bert, "stream") is None
+    assert bench_table.ratio_target({"task": "conll", "architecture": "BidLSTM_CRF"}, "train") == 3.0
+    assert bench_table.ratio_target(lstm, "train") is None
 
 
 def test_tagging_outputs_compare_counts_label_and_score_differences() -> None:

@@ -43,6 +43,37 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def _help_sections(text: str) -> dict[str, str]:
+    """Benchmark name -> the kind whose section of ``--help`` lists it."""
+    found: dict[str, str] = {}
+    kind = None
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.split(":")[0] in benchmarks.SUITE:
+            kind = line.split(":")[0]
+        elif not line.strip() or not line.startswith("  "):
+            kind = None
+        elif kind is not None:
+            found[line.split()[0]] = kind
+    return found
+
+
+def test_help_lists_every_script_with_a_main_under_its_folder_s_kind() -> None:
+    """Walks the files themselves (not ``SUITE``): a script with a ``__main__`` block that
+    ``python -m benchmarks --help`` leaves out, or shows under another folder, fails here."""
+    done = _run("--help")
+    assert done.returncode == 0, done.stderr
+    listed = _help_sections(done.stdout)
+    scripts = {p for p in BENCHMARKS.rglob("*.py")
+               if p.stem != "__main__" and 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")}
+    assert scripts, "no script found: the walk is broken"
+    for path in scripts:
+        if path.stem in benchmarks.RUNNERS:
+            assert f"{path.parent.name}/{path.stem}" in done.stdout  # on the runners' line
+            continue
+        folder = "setup" if path.parent == BENCHMARKS else path.parent.name
+        assert listed.get(path.stem) == folder, f"{path.relative_to(REPO)} is not listed under {folder}:"
+
+
 def test_a_name_runs_that_script_with_the_remaining_arguments() -> None:
     done = _run("pooled_f1", "--help")
     assert done.returncode == 0, done.stderr

@@ -1,5 +1,5 @@
-"""The saved models of the A/B and diagnostic benchmarks: ``prepare`` builds exactly the
-models ``bench_vs_delft`` keeps, where the A/B scripts look for them, and only the missing ones."""
+"""The saved models of the fast-path A/B: ``prepare`` builds exactly the
+models ``bench_vs_delft`` keeps, where the A/B looks for them, and only the missing ones."""
 
 from __future__ import annotations
 

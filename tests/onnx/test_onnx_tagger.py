@@ -205,7 +205,7 @@ def test_decoding_in_groups_of_batches_changes_nothing(tmp_path_factory, grobid_
 def test_the_stage_timing_diagnostic_times_every_stage_and_changes_no_label(tmp_path_factory, grobid_file: Path) -> None:
     import hashlib
 
-    from benchmarks.diagnostics.onnx_stages import STAGES, one_pass
+    from benchmarks.diagnostics.stage_clocks import STAGES, one_pass
     from textorch.data.writers import grobid_block
 
     model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
@@ -213,16 +213,16 @@ def test_the_stage_timing_diagnostic_times_every_stage_and_changes_no_label(tmp_
     plain = OnnxTagger.open(model, threads=1).predict(sequences, batch_size=4, with_scores=False)
     expected = "".join(grobid_block(s, p.labels) for s, p in zip(sequences, plain))
     for route in ("rows", "sequences"):  # gold labels are read and ignored
-        times, digest, tokens = one_pass(str(model), str(grobid_file), "grobid", batch_size=4, route=route)
+        times, digest, tokens = one_pass(str(model), str(grobid_file), "onnx", "grobid", batch_size=4, route=route)
         assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values())
-        assert times["network_graph"] > 0 and times["parse"] > 0 and times["encode"] > 0 and times["write"] > 0, route
+        assert times["network"] > 0 and times["parse"] > 0 and times["encode"] > 0 and times["write"] > 0, route
         assert tokens == sum(map(len, sequences))
         assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest(), route
 
     int8_model = tmp_path_factory.mktemp("int8") / "model"
     shutil.copytree(model, int8_model)
     attach_onnx(SequenceLabeler.load(int8_model), int8_model, quantized=True)
-    _, digest, _ = one_pass(str(int8_model), str(grobid_file), "grobid", batch_size=4, quantized=True)
+    _, digest, _ = one_pass(str(int8_model), str(grobid_file), "onnx", "grobid", batch_size=4, quantized=True)
     int8 = OnnxTagger.open(int8_model, threads=1, quantized=True).predict(sequences, batch_size=4, with_scores=False)
     assert digest == hashlib.sha256("".join(grobid_block(s, p.labels) for s, p in zip(sequences, int8)).encode()).hexdigest()
 
@@ -271,13 +271,28 @@ def test_device_auto_leaves_a_visible_gpu_to_pytorch(monkeypatch: pytest.MonkeyP
         assert export.torch_free_tagger(args) is None
 
 
-def test_the_pytorch_stage_diagnostic_times_every_stage_and_counts_the_tokens(tmp_path_factory, grobid_file: Path) -> None:
-    from benchmarks.diagnostics.tagging_stages import STAGES, one_pass
+def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_unwraps(tmp_path_factory,
+                                                                                      grobid_file: Path) -> None:
+    import hashlib
 
-    labeler = SequenceLabeler.load(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE"))
-    times, tokens = one_pass(labeler, str(grobid_file), "grobid", batch_size=4)
-    assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values()) and times["parse"] > 0
-    assert tokens == sum(map(len, read_labelled(grobid_file).sequences))
+    from benchmarks.diagnostics.stage_clocks import STAGES, one_pass
+    from textorch.data.writers import grobid_block
+    from textorch.models import crf_compiled
+    from textorch.models.crf import CRF
+    from textorch.tagging.encoded import EncodedData
+
+    unwrapped = (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence, crf_compiled.best_paths)
+    model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
+    sequences = read_labelled(grobid_file).sequences
+    plain = SequenceLabeler.load(model).predict(sequences, batch_size=4, with_scores=False)
+    expected = "".join(grobid_block(s, p.labels) for s, p in zip(sequences, plain))
+    times, digest, tokens = one_pass(str(model), str(grobid_file), "torch", "grobid", batch_size=4)
+    assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values())
+    assert all(times[stage] > 0 for stage in ("parse", "encode", "inputs", "network", "crf", "write")), times
+    assert tokens == sum(map(len, sequences))
+    assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest()
+    assert (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence,
+            crf_compiled.best_paths) == unwrapped
 
 
 def test_the_tagger_reads_its_feature_table_under_the_name_the_network_saves_it(grobid_file: Path) -> None:
