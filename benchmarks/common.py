@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: locating ../shared, peak memory, tables, JSON."""
+"""Helpers shared by the benchmark scripts: locating ../shared, peak memory, tables, JSON, and
+small generated corpora for the benchmarks that can run without ../shared."""
 
 from __future__ import annotations
 
@@ -114,3 +115,39 @@ def training_row(task: str, architecture: str, seed: int, outcome, wall_s: float
         "wall_s": wall_s,
         "peak_rss_mb": peak_rss_mb(),
     }
+
+
+def generated_date_blocks(n: int) -> list[str]:
+    """``n`` GROBID date sequences with five feature columns and a label, each a text block
+    ending in a blank line: input for a benchmark run without ../shared, varied enough (month
+    names, days, years, two word orders) that a model trained on it is not constant."""
+    months = ["January", "March", "May", "July", "October", "Dec."]
+    blocks = []
+    for i in range(n):
+        month, day, year = months[i % len(months)], str(1 + (7 * i) % 28), str(1980 + (3 * i) % 45)
+        tokens = [(month, "<month>"), (day, "<day>"), (",", "<other>"), (year, "<year>")]
+        if i % 4 == 1:
+            tokens = [(day, "<day>"), (month, "<month>"), (year, "<year>")]
+        lines, previous = [], None
+        for j, (token, label) in enumerate(tokens):
+            place = "LINESTART" if j == 0 else "LINEEND" if j == len(tokens) - 1 else "LINEIN"
+            shape = "INITCAP" if token[0].isupper() else "ALLDIGIT" if token.isdigit() else "NOCAPS"
+            mark = "COMMA" if token == "," else "DOT" if token.endswith(".") else "NOPUNCT"
+            tag = label if label == previous else f"I-{label}"  # GROBID's labels: I- opens an entity
+            previous = label
+            lines.append(f"{token} {token.lower()} {token[:1]} {place} {shape} {mark} {tag}")
+        blocks.append("\n".join(lines) + "\n\n")
+    return blocks
+
+
+def write_generated_ner(path: Path, n: int) -> Path:
+    """A small CoNLL-2003-style file (four columns, IOB1) of ``n`` sentences naming a person and a
+    place: training data for the tiny tagger of a benchmark that needs any model at all."""
+    people, places = ["Maria", "Tom", "Ines", "Kofi", "Lena"], ["Lisbon", "Oslo", "Lima", "Accra"]
+    lines = ["-DOCSTART- -X- O O", ""]
+    for i in range(n):
+        person, place = people[i % len(people)], places[(i // 3) % len(places)]
+        lines += [f"{person} NNP I-NP I-PER", "works VBZ I-VP O", "near IN I-PP O", f"{place} NNP I-NP I-LOC",
+                  ". . O O", ""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

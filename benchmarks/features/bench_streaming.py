@@ -1,4 +1,4 @@
-"""Peak memory and throughput of ``textorch seq tag`` on a GROBID input of N tokens (issue 41).
+"""Peak memory and throughput of ``textorch seq tag`` on a GROBID input of N tokens.
 
 Streaming must keep peak memory flat whatever the input size: this tags generated inputs of
 each size (default 2M and 20M tokens) in a fresh process each and reports that process's peak
@@ -8,7 +8,8 @@ RSS (``os.wait4``'s resource usage of the child) and wall time beside the taggin
     python -m benchmarks bench_streaming --tokens 200000 2000000
 
 The input is the GROBID date training file of ../shared repeated to N tokens (its gold label
-column is recognised and ignored), or, without ../shared, generated date sequences; it is
+column is recognised and ignored), or, without ../shared, generated date sequences
+(``common.generated_date_blocks``); it is
 written to a temporary folder and removed afterwards. The model is ``--model`` or one trained
 here for one epoch on 500 sequences of the same data (quality is beside the point: memory
 and the route are the same).
@@ -25,21 +26,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, RESULTS, machine, print_table  # noqa: E402
+from benchmarks.common import REPO, RESULTS, generated_date_blocks, machine, print_table
 
 
-def _source_blocks(workdir: Path) -> tuple[list[str], str]:
+def _source_blocks() -> tuple[list[str], str]:
     """Sequences (as text blocks) to repeat, and where they come from."""
     shared = Path(os.environ.get("TEXTORCH_SHARED_DATA", REPO.parent / "shared" / "data")) / "grobid" / "date"
     files = sorted(shared.glob("date-*.train")) if shared.is_dir() else []
-    if files:
-        text = files[-1].read_text(encoding="utf-8")
-        origin = str(files[-1])
-    else:
-        from tests.conftest import write_tiny_grobid  # the repository root is on sys.path under ``python -m``
-
-        text = write_tiny_grobid(workdir / "generated.train", n=500).read_text(encoding="utf-8")
-        origin = "generated date sequences (tests/conftest.py)"
+    if not files:
+        return generated_date_blocks(500), "generated date sequences (benchmarks/common.py)"
+    text = files[-1].read_text(encoding="utf-8")
     blocks, current = [], []
     for line in text.split("\n"):
         if line.strip():
@@ -49,7 +45,7 @@ def _source_blocks(workdir: Path) -> tuple[list[str], str]:
             current = []
     if current:
         blocks.append("\n".join(current) + "\n\n")
-    return blocks, origin
+    return blocks, str(files[-1])
 
 
 def write_input(path: Path, blocks: list[str], n_tokens: int) -> int:
@@ -107,12 +103,12 @@ def main() -> None:
     parser.add_argument("--model", help="model directory (default: one trained here for one epoch)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--workdir", help="folder for the generated files (default: a temporary one, removed)")
-    parser.add_argument("--json", help="results file (default: benchmarks/results/streaming-<date>.json)")
+    parser.add_argument("--json", help="results file (default: benchmarks/results/streaming.json)")
     parser.add_argument("tag_options", nargs="*", help="more options for seq tag, after --")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.workdir) as scratch:
         workdir = Path(scratch)
-        blocks, origin = _source_blocks(workdir)
+        blocks, origin = _source_blocks()
         model = Path(args.model) if args.model else train_model(workdir, blocks, args.threads)
         rows = []
         for n_tokens in args.tokens:
@@ -129,7 +125,7 @@ def main() -> None:
     print(f"\npeak RSS spread across sizes: {spread:.1%}")
     result = {"benchmark": "streaming", "input": origin, "model": args.model or "trained here, 1 epoch on 500 sequences",
               "threads": args.threads, "rows": rows, "peak_rss_spread": round(spread, 4), "machine": machine()}
-    out = Path(args.json) if args.json else RESULTS / f"streaming-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = Path(args.json) if args.json else RESULTS / "streaming.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")

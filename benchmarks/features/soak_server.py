@@ -3,7 +3,7 @@
 The short version runs in the test suite (``tests/serve/test_server_soak.py``); this one keeps going
 for ``--rounds`` rounds of ``--requests`` requests from ``--clients`` concurrent clients, or
 until ``--seconds`` have passed, whichever comes first, against a server on 127.0.0.1 only.
-The request mix (``tests/server_abuse.py``): about half valid requests (tag raw texts, tag
+The request mix (``benchmarks/server_abuse.py``): about half valid requests (tag raw texts, tag
 token lists, classify, and some sent a few bytes at a time), the rest malformed JSON, wrong
 schemas, wrong content types, oversized bodies (declared and chunked), unknown paths, bytes
 that are not HTTP, clients that hang up without reading, and clients that stall until the
@@ -27,15 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import machine, print_table, write_json  # noqa: E402
-from tests.server_abuse import (  # noqa: E402
-    ServerProcess,
-    build_requests,
-    expected_answers,
-    run_load,
-    summary,
-    train_tiny_models,
-)
+from benchmarks.common import machine, print_table, write_json
+from benchmarks.server_abuse import build_requests, run_load, summary
+from benchmarks.tiny_server import ServerProcess, expected_answers, train_tiny_models
 
 MAX_BYTES = 16 * 1024
 

@@ -3,7 +3,7 @@ valid, malformed, oversized, slow and stalled ones, against the real command on 
 
 Zero 5xx, every valid request answered as the Python API answers, the server's memory bounded,
 no traceback in its log, and ``/health`` still answering afterwards. The request mix is
-``tests/server_abuse.py``; the longer version is ``benchmarks/features/soak_server.py``.
+``benchmarks/server_abuse.py`` (the served models: ``benchmarks/tiny_server.py``); the longer version is ``benchmarks/features/soak_server.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Iterator
 import pytest
 import torch
 
-from server_abuse import ServerProcess, build_requests, expected_answers, run_load, summary, train_tiny_models, valid_kinds
+from benchmarks.server_abuse import build_requests, run_load, summary, valid_kinds
+from benchmarks.tiny_server import ServerProcess, expected_answers, train_tiny_models
 
 MAX_BYTES = 16 * 1024
 CLIENT_TIMEOUT_S = 1.0
