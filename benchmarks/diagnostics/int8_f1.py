@@ -12,7 +12,7 @@ test split): F1 pooled over the seeds, int8 minus float, with the paired-bootstr
 interval of :mod:`benchmarks.peers.f1_bootstrap`, one scorer for both.
 
 Why: dynamic int8 quantisation moves the emissions a little; whether it moves a label, and F1,
-is measured before ``--quantized`` is recommended for tagging (docs/onnx.md, issue 41).
+is measured before ``--quantized`` is recommended for tagging (docs/onnx.md).
 Writes ``results/NAME.json`` (default ``int8-f1``).
 """
 

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from datetime import date
 from pathlib import Path
 
 from benchmarks.peers import delft_env
@@ -38,8 +37,8 @@ RUNS = [
 ]
 EPOCHS = {"date": 2, "name-header": 1, "conll": 3}
 TRAIN_LIMIT = {"name-header": 400, "conll": 2000}
-"""Training and validation sequences kept (the first ones): DeLFT trains at tens of tokens per
-second on the shared 2-core bench machine. The test files are tagged whole."""
+"""Training and validation sequences kept (the first ones): DeLFT trains slowly on a CPU of a few
+cores. The test files are tagged whole."""
 SEED = 1
 
 
@@ -156,7 +155,7 @@ def main() -> None:
         return
     print_table(rows, ["task", "architecture", "epochs", "sequences", "tokens", "agreeing_tokens", "agreement",
                        "identical_sequences", "delft_labels_used"])
-    path = write_json(f"delft-import-{date.today().isoformat()}", {
+    path = write_json("delft-import", {
         "benchmark": "delft-import", "delft": versions, "machine": machine(), "seed": SEED,
         "epochs": EPOCHS, "train_limit_sequences": TRAIN_LIMIT,
         "test_files": {t: files[(t, SEED)].textorch["test"] for t in tasks}, "runs": rows,

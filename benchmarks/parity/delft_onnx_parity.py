@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -186,7 +185,7 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     print_table(rows, ["task", "architecture", "vocab.json_equal", "config.json_equal", "crf_max_diff",
                        "emissions_max_diff", "emissions_max_abs", "sequences", "tokens", "viterbi_labels_equal_sequences", "parity"])
-    path = write_json(f"delft-onnx-parity-{date.today().isoformat()}", {
+    path = write_json("delft-onnx-parity", {
         "benchmark": "delft-onnx-parity", "delft": versions, "machine": machine(), "seed": SEED,
         "batch_size": args.batch_size, "test_files": {t: files[(t, SEED)].textorch["test"] for t in tasks},
         "runs": rows, "threads": 1,

@@ -52,8 +52,8 @@ FULL = {"tasks": ["conll", "name-header", "date"], "seeds": [1, 2, 3], "repeats"
 QUICK = {"tasks": ["date"], "seeds": [1], "repeats": 3, "rounds": 3, "process_repeats": 3, "startup_repeats": 5,
          "small_limit": 300, "epochs": {"date": 10}, "bert_epochs": 3, "bf16_train_tasks": [],
          "grobid_calls": True}
-"""``repeats``: timed passes per tagging row and process, the median kept (5 in the full suite
-since 2026-12-01: with 3, two runs an hour apart gave name-header batch 32 at 4.6x and 3.9x DeLFT).
+"""``repeats``: timed passes per tagging row and process, the median kept (5 in the full suite:
+with 3, two runs an hour apart disagreed on a ratio by more than the margins compared).
 ``rounds``: fresh processes of the compared set-ups (``PAIRED``), taken in turn, each round
 one process per set-up (see :func:`measure_tagging`).
 ``bf16_train_tasks``: textorch also trains these BidLSTM_CRF jobs with ``--precision bf16``
@@ -69,9 +69,9 @@ ALL_TASKS = sorted(set(FULL["tasks"]) | set(EARLY_STOPPING_TASKS) | set(bench_da
 reference-segmenter, fulltext: one whole document per sequence), left out of its default list:
 Wapiti trains each for up to two hours (``--wapiti-time-limit``)."""
 METHOD_VERSION = 2
-"""Results files record the method that made them: 2 since 2026-12-02 (new-token rows from a
-fresh state, one training boundary for both systems, same allocator, alternated order,
-F1 intervals); files without it were measured with the first method."""
+"""Results files record the method that made them: 2 (new-token rows from a fresh state, one
+training boundary for both systems, same allocator, alternated order, F1 intervals); files
+without it were measured with the first method."""
 PAIRED = {"delft": ("delft", []), "textorch": ("textorch", ["--f1"]),
           "textorch_labels": ("textorch", ["--batch-sizes", "32", "256", "--labels-only"])}
 """The set-ups timed in rounds side by side, result key -> (system, runner options): DeLFT,
@@ -295,7 +295,7 @@ def measure_tagging(r: Runner, job: dict, f, settings: dict) -> dict:
     DeLFT and textorch's two like-for-like set-ups (``PAIRED``) run in ``rounds`` rounds, one
     fresh process each per round, the order turned round every other round. This machine's
     speed drifts by 15-50 % over minutes (steal time; DeLFT's own time per call moved that
-    much between two full runs), more than the margins the issue's targets leave: timed in one
+    much between two full runs), more than the margins the targets leave: timed in one
     block each, a drift between DeLFT's block and textorch's went straight into the ratio.
     Each round's ratio now compares processes a minute apart, and the table reports the median
     of those ratios (``bench_table``). textorch's other set-ups (ONNX, auto, int8, bf16) run
@@ -655,7 +655,7 @@ def reprint(paths: list[Path], output: Path | None = None, identical_once: bool 
         print_markdown([row for tag in payload["tagging"] for row in grobid_call_rows({"key": tag["key"]}, tag)])
         return 0
     if payload.get("method") is None:
-        print(f"{paths[0]}: measured with the first method (before 2026-12-02's method fixes); its rows as written:")
+        print(f"{paths[0]}: measured with the first method (before the method's fixes); its rows as written:")
         print_markdown(payload["rows"])
         return 0
     _print_tables(build_rows(jobs_of(payload, payload["train_runs"]), payload["train_runs"], payload["tagging"]),

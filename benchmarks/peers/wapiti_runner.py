@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="a finished run of the same split and template (MODEL.result.json beside the model) is "
                         "reported again instead of training")
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
-                   help="stop the optimisation after this long (the issue's 2-hour rule for GROBID's big models): "
+                   help="stop the optimisation after this long (7200, two hours, for GROBID's big models): "
                         "the model of the last iteration is kept, its iteration count and training error reported")
     p.set_defaults(run=cmd_train)
     p = commands.add_parser("measure")
