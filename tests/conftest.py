@@ -16,8 +16,8 @@ import pytest
 # torch is imported so subprocesses started by the tests (CLI, torchrun workers) inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# Tests train many tiny models: the ONNX export each would get after training (with its int8
-# check) would add about a second apiece. tests/onnx/test_trained_export.py turns it back on.
+# Tests train many tiny models: the ONNX export and int8 check each would get after training
+# would cost more than most of those trainings. tests/onnx/test_trained_export.py turns it back on.
 os.environ.setdefault("TEXTORCH_DISABLE_TRAINING_EXPORT", "1")
 
 # Keep hypothesis' example cache out of the working tree (tests write only under tmp dirs).

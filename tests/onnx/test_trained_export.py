@@ -106,6 +106,15 @@ def test_seq_train_leaves_a_current_export_and_its_int8_check(cli_tagger: Path, 
     assert not int8_default_allowed(cli_tagger / "onnx")
 
 
+def test_grobid_train_leaves_a_current_export(tmp_path: Path, grobid_file: Path) -> None:
+    """``grobid MODEL train``, what the GROBID bridge's training runs, ends in the same path."""
+    model = tmp_path / "grobid"
+    assert main(["grobid", "caption-like", "train", "--input", str(grobid_file), "--architecture",
+                 "BidLSTM_CRF_FEATURES", "--max-epoch", "1", "--output", str(model)]) == 0
+    assert read_description(model / "onnx")["source_weights_sha256"] == source_checksum(model)
+    assert read_check(model / "onnx")["units"] > 0
+
+
 def test_cls_train_leaves_a_current_export_and_its_int8_check(tmp_path: Path) -> None:
     data, model = write_tiny_csv(tmp_path / "t.csv", n=40), tmp_path / "cls"
     assert main(["cls", "train", "--train", str(data), "--output", str(model), "--max-epoch", "2", "--batch-size", "8",

@@ -26,8 +26,8 @@ from textorch.onnx.int8_rule import MIN_UNITS, Int8Check
 from textorch.onnx.layout import read_description
 
 MAX_TOKENS = 20_000
-"""A tagger's check reads at most this many tokens: enough to see a 0.5 % disagreement many
-times over, few enough for seconds on one thread."""
+"""A tagger's check reads at most this many tokens: enough to see a 0.5 % disagreement a hundred
+times over, and a bounded cost whatever the corpus."""
 MAX_TEXTS = 2_000
 """A classifier's check reads at most this many texts."""
 

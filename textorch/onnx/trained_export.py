@@ -3,7 +3,7 @@
 Both tasks' training paths call :func:`export_after_training` right after the model is saved
 (``seq train``, ``grobid``/``ner``, the GROBID bridge, ``cls train``, ``SequenceLabeler.train``
 and ``TextClassifier.train`` all end there). Without it the first ``--engine onnx|auto`` use of
-the model (a server's start, GROBID's first call) pays the export, seconds to a minute.
+the model (a server's start, GROBID's first call) pays the export.
 
 The export is ``MODEL/onnx`` as the engines write it (:func:`textorch.onnx.engine.ensure_export`
 finds it current), with the int8 model too, checked against the float one on the model's own
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 DISABLE_ENV = "TEXTORCH_DISABLE_TRAINING_EXPORT"
 """Set to 1 to save trained models without their export (the engines export on first use). The
-test suite sets it: it trains many tiny models, and the export's seconds each would add minutes;
+test suite sets it: it trains many tiny models, each faster than its export and check would be;
 the tests of this module set it back."""
 
 
