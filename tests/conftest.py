@@ -16,6 +16,10 @@ import pytest
 # torch is imported so subprocesses started by the tests (CLI, torchrun workers) inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# Tests train many tiny models: the ONNX export and int8 check each would get after training
+# would cost more than most of those trainings. tests/onnx/test_trained_export.py turns it back on.
+os.environ.setdefault("TEXTORCH_DISABLE_TRAINING_EXPORT", "1")
+
 # Keep hypothesis' example cache out of the working tree (tests write only under tmp dirs).
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("TMPDIR", "/tmp")) / "textorch-hypothesis"))
 

@@ -27,6 +27,7 @@ from textorch.data.splits import training_splits
 from textorch.errors import ConfigError
 from textorch.eval.cls_metrics import summarize_folds
 from textorch.model_dir import check_writable
+from textorch.onnx.trained_export import export_after_training
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import spread_folds
 from textorch.train.checkpoint_options import CheckpointOptions
@@ -202,6 +203,7 @@ def _train_checked(
     if output is not None and ctx.is_main:
         classifier.save(output, run.model_record() if run is not None else None)
         logger.info("model saved to %s", output)
+    export_after_training(classifier, output, ctx, valid, train, train_config.seed)
     ctx.barrier()
     if run is not None:
         run.finish(ctx, outcome.test_scores)

@@ -30,6 +30,7 @@ from textorch.data.features import require_feature_columns_of
 from textorch.data.splits import piece_lengths, training_splits
 from textorch.errors import ConfigError, DataError, ModelFormatError
 from textorch.model_dir import check_writable
+from textorch.onnx.trained_export import export_after_training
 from textorch.tagging.inputs import as_corpus
 from textorch.tagging.learned_check import learned_nothing, nothing_to_learn
 from textorch.train.dist import DistContext
@@ -283,7 +284,7 @@ def _train_checked(
     if test is not None:
         outcome.test_scores = folds.test_scores[folds.kept] if folds else labeler.evaluate(test, ctx=ctx)
         record_final_scores(labeler.history, outcome.test_scores, str(test.path))
-    _save(labeler, output, run, ctx)
+    _save(labeler, output, run, ctx, (valid, train, train_config.seed))
     if run is not None:
         run.finish(ctx, outcome.test_scores)
     return outcome
@@ -337,8 +338,10 @@ def _embeddings(data_config: DataConfig, cache_dir: str | None, ctx: DistContext
         return open_for_training(data_config.embeddings, cache_dir)
 
 
-def _save(labeler: SequenceLabeler, output: str | None, run: RunCheckpoints | None, ctx: DistContext) -> None:
-    """Rank 0 writes the model; every process waits until it is there."""
+def _save(labeler: SequenceLabeler, output: str | None, run: RunCheckpoints | None, ctx: DistContext,
+          check_data: tuple[Corpus | None, Corpus, int]) -> None:
+    """Rank 0 writes the model, then its ONNX export (checked on ``check_data``: validation
+    corpus, training corpus, seed); every process waits until both are there."""
     if output is None:
         return
     if run is not None:
@@ -346,6 +349,7 @@ def _save(labeler: SequenceLabeler, output: str | None, run: RunCheckpoints | No
     if ctx.is_main:
         labeler.save(output, run.model_record() if run is not None else None)
         logger.info("model saved to %s", output)
+    export_after_training(labeler, output, ctx, *check_data)
     ctx.barrier()  # nobody may read the model directory before rank 0 has written it
 
 
