@@ -1,7 +1,7 @@
 """Build what the fast-path A/B loads: the suite's seed-1 BiLSTM-CRF models.
 
 ``fast_path_ab`` times saved models (``suite_models``); this trains the missing ones exactly as
-the peer comparison does (``bench_vs_delft.train_all``, textorch alone: the same split files,
+the peer comparison does (``suite_training.train_all``, textorch alone: the same split files,
 fixed epochs and training rules, one fresh runner process each) and keeps them where
 ``bench_vs_delft`` would, so either can reuse the other's. They also serve as ready models for
 ``stages`` and ``tagging_outputs``.
@@ -17,7 +17,9 @@ import argparse
 import shutil
 
 from benchmarks.peers import bench_data, delft_env
-from benchmarks.peers.bench_vs_delft import FULL, Runner, train_all
+from benchmarks.peers.bench_vs_delft import FULL
+from benchmarks.peers.suite_runner import Runner
+from benchmarks.peers.suite_training import train_all
 from benchmarks.suite_models import AB_MODELS, model_dir
 
 SEED = 1

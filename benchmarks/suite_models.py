@@ -27,7 +27,7 @@ CONLL_TRAIN = "conll2003/eng.train"
 
 
 def model_dir(name: str) -> Path:
-    """The suite's seed-1 BiLSTM-CRF model of task ``name``, where ``bench_vs_delft.train_all``
+    """The suite's seed-1 BiLSTM-CRF model of task ``name``, where ``suite_training.train_all``
     keeps it (``models/textorch/<task>-BidLSTM_CRF-s1`` in the bench work dir)."""
     return bench_dir() / "models" / "textorch" / f"{name}-BidLSTM_CRF-s1"
 
@@ -43,7 +43,7 @@ def ab_test_file(name: str) -> Path:
 
 
 def cache_dir() -> Path:
-    """textorch's embeddings cache of the suite's runners (``Runner.cache`` in bench_vs_delft)."""
+    """textorch's embeddings cache of the suite's runners (``Runner.cache`` in ``peers/suite_runner``)."""
     return bench_dir() / "textorch-cache"
 
 

@@ -59,7 +59,7 @@ def _median(values: list[float]) -> float | None:
 
 def paired_ratios(ours: dict, peer: dict) -> list[float] | None:
     """textorch / DeLFT round by round, when both were timed in the same rounds
-    (``bench_vs_delft.measure_tagging``): each ratio compares processes that ran a minute
+    (``suite_tagging.measure_tagging``): each ratio compares processes that ran a minute
     apart, so the machine's drift over a run cancels out of it."""
     a, b = ours.get("rounds_tokens_per_s"), peer.get("rounds_tokens_per_s")
     if not a or not b or len(a) != len(b) or len(a) < 2 or not all(b):
@@ -74,7 +74,7 @@ def _rate_row(job: dict, metric: str, label: str, ours: dict, peer: dict) -> dic
 
 def _training_row(job: dict, metric: str, label: str, runs: dict[str, list[dict]], ours: str, field: str) -> dict:
     """A training throughput: medians over the seeds, paired by seed where both systems trained
-    the same seeds (``bench_vs_delft.train_all`` runs DeLFT and textorch back to back for each
+    the same seeds (``suite_training.train_all`` runs DeLFT and textorch back to back for each
     seed: a seed is a round)."""
     mine, peer = runs.get(ours, []), runs.get("delft", [])
     by_seed = [{r.get("seed"): r.get(field) for r in side} for side in (mine, peer)]
@@ -206,7 +206,7 @@ def build_rows(jobs: list[dict], train_runs: list[dict], tagging: list[dict]) ->
 
 def grobid_call_rows(job: dict, tag: dict) -> list[dict]:
     """The "GROBID-sized calls" rows of a job's tagging results (``textorch_calls`` and
-    ``delft_calls`` of ``bench_vs_delft.measure_grobid_calls``); none when they were not run.
+    ``delft_calls`` of ``suite_tagging.measure_grobid_calls``); none when they were not run.
 
     Then the facade's cost: its whole call against ``predict`` alone, per round of the same
     process (a ratio below 1 is what the facade takes: reading the text, the sequences, the

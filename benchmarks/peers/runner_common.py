@@ -26,8 +26,8 @@ def peak_rss_mb() -> float:
 
 
 ALLOCATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
-"""glibc's environment variables for its mmap and trim thresholds, which bench_vs_delft.py
-sets alike for every process of both systems."""
+"""glibc's environment variables for its mmap and trim thresholds, which the suite
+sets alike for every process of both systems (``suite_runner.allocator_env``)."""
 
 
 def emit(payload: dict, threads: int) -> None:
@@ -220,7 +220,7 @@ def write_calls(path: str, blocks: Sequence[Sequence[str]], per_call: int) -> No
 
 def add_calls_command(commands: argparse._SubParsersAction, run: Callable[[argparse.Namespace], None]) -> None:
     """The ``calls`` command of both runners, with the same options, so that the orchestrator
-    starts both the same way (``bench_vs_delft.measure_grobid_calls``)."""
+    starts both the same way (``suite_tagging.measure_grobid_calls``)."""
     p = commands.add_parser("calls")
     p.add_argument("--model", required=True)
     p.add_argument("--calls", required=True, help="JSON of the call texts (write_calls)")

@@ -375,8 +375,8 @@ def main() -> None:
     p.set_defaults(run=cmd_load)
 
     args = parser.parse_args()
-    # glibc's allocator is set by bench_vs_delft.py for both systems' processes alike (the
-    # environment it starts them with): nothing is tuned here.
+    # glibc's allocator is set by the suite (suite_runner.allocator_env) for both systems' processes
+    # alike (the environment it starts them with): nothing is tuned here.
     if args.threads:
         torch.set_num_threads(args.threads)
     args.run(args)
