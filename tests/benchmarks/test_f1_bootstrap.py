@@ -79,3 +79,10 @@ def test_sequence_counts_read_entities_as_seqeval_and_the_gold_digest_ignores_th
     assert f1_bootstrap.f1(np.array([0, 0, 0])) == 0.0
     with pytest.raises(ValueError, match="sequence 0: 4 gold labels but 3"):
         f1_bootstrap.sequence_counts(gold[:1], [pred[0][:3]])
+
+
+def test_a_predicted_padding_label_names_no_entity() -> None:
+    """DeLFT's BERT_CRF can predict its '<PAD>' label: the scorer reads it as O, it does not stop."""
+    gold = [["B-PER", "I-PER", "O"], ["B-LOC", "O", "O"]]
+    pred = [["B-PER", "I-PER", "<PAD>"], ["<PAD>", "O", "O"]]
+    assert f1_bootstrap.sequence_counts(gold, pred).tolist() == [[1, 0, 0], [0, 0, 1]]

@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import prepare
 from benchmarks.peers import bench_vs_delft
+from benchmarks.peers import suite_tagging
 from benchmarks.suite_models import AB_MODELS, model_dir, require_models
 
 
@@ -29,7 +30,7 @@ def test_prepare_builds_the_peer_comparisons_seed1_models_where_the_ab_scripts_l
     assert [job["task"] for job in jobs] == list(AB_MODELS)
     for job in jobs:
         assert job["epochs"] == bench_vs_delft.FULL["epochs"][job["task"]] and job["seeds"] == [1]
-        kept = bench_vs_delft.model_dirs(SimpleNamespace(work=bench_dir), job)["textorch"]
+        kept = suite_tagging.model_dirs(SimpleNamespace(work=bench_dir), job)["textorch"]
         assert kept == model_dir(job["task"]) and kept.is_relative_to(bench_dir)
 
 

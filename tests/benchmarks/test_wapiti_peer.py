@@ -18,8 +18,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.peers import bench_data
+from benchmarks.peers import bench_table
 from benchmarks.peers import bench_vs_delft
 from benchmarks.peers import f1_bootstrap
+from benchmarks.peers import suite_results
+from benchmarks.peers import suite_runner
+from benchmarks.peers import suite_training
 from benchmarks.peers import wapiti_peer
 from benchmarks.peers import wapiti_runner
 
@@ -123,7 +127,7 @@ def test_train_runs_grobids_command_on_train_and_valid_and_scores_the_test_split
     payload = json.loads(capsys.readouterr().out.split("BENCH_JSON ", 1)[1])
     assert payload["system"] == "wapiti" and payload["n_train_sequences"] == 2 and payload["n_train_tokens"] == 5
     assert payload["model_mb"] == pytest.approx(model.stat().st_size / 2**20)
-    scored = bench_vs_delft.score_predictions(predictions)
+    scored = suite_training.score_predictions(predictions)
     assert scored["test_counts"] == [[2, 0, 0], [0, 0, 2]]
     assert scored["f1_counts"] == pytest.approx(2 / 3)
 
@@ -131,10 +135,10 @@ def test_train_runs_grobids_command_on_train_and_valid_and_scores_the_test_split
 def test_the_orchestrator_trains_wapiti_once_per_task_and_seed_beside_the_chosen_systems(tmp_path, monkeypatch):
     shared_template(tmp_path, monkeypatch)
     files = {("date", seed): split_files(tmp_path) for seed in (1, 2)}
-    r = bench_vs_delft.Runner(tmp_path / "work", None, threads=1, wapiti=str(fake_wapiti(tmp_path)))
+    r = suite_runner.Runner(tmp_path / "work", None, threads=1, wapiti=str(fake_wapiti(tmp_path)))
     jobs = [{"key": "date-A-defaults", "task": "date", "architecture": "A", "app": "grobid:date"},
             {"key": "date-B-defaults", "task": "date", "architecture": "B", "app": "grobid:date"}]
-    runs = bench_vs_delft.train_all(r, jobs, files, [1, 2], Path("vectors.txt"), systems=("wapiti",))
+    runs = suite_training.train_all(r, jobs, files, [1, 2], Path("vectors.txt"), systems=("wapiti",))
     assert r.failures == []
     assert [(run["system"], run["key"], run["seed"]) for run in runs] == [("wapiti", "date-wapiti", 1),
                                                                          ("wapiti", "date-wapiti", 2)]
@@ -222,10 +226,10 @@ def test_a_table_pools_a_wapiti_file_with_a_textorch_file_of_the_same_mode(capsy
     for name, payload in (("w.json", wapiti), ("t.json", textorch)):
         paths.append(tmp_path / name)
         paths[-1].write_text(json.dumps(payload))
-    pooled = bench_vs_delft.pooled([wapiti, textorch])
-    assert [job["key"] for job in bench_vs_delft.jobs_of(textorch, pooled["train_runs"])] == ["date-N-defaults"]
+    pooled = suite_results.pooled([wapiti, textorch])
+    assert [job["key"] for job in suite_results.jobs_of(textorch, pooled["train_runs"])] == ["date-N-defaults"]
     assert pooled["peers"][0]["textorch"]["diff"] == pytest.approx(100 / 3)
-    bench_vs_delft.reprint(paths)
+    suite_results.reprint(paths)
     out = capsys.readouterr().out
     assert "| date | test F1 (date-N-defaults), seeds 1 pooled (Wapiti per seed: 66.67) | 66.67 | 100.00 | +33.33 pt" in out
 
@@ -254,13 +258,13 @@ def test_the_real_wapiti_learns_grobid_dates(tmp_path):
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout.split("BENCH_JSON ", 1)[1])
     assert payload["n_train_sequences"] == 180 and payload["iterations"] >= 10
-    assert bench_vs_delft.score_predictions(predictions)["f1_counts"] > 0.8
+    assert suite_training.score_predictions(predictions)["f1_counts"] > 0.8
 
 
 def test_a_process_cpu_seconds_are_its_own(tmp_path):
     """Runner.run gives each process its CPU seconds (children's rusage around it), at least what
     the process itself counted: a measure that other load on the machine does not inflate."""
-    r = bench_vs_delft.Runner(tmp_path, None)
+    r = suite_runner.Runner(tmp_path, None)
     burn = ("import json, time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3: pass\n"
             "print('BENCH_JSON ' + json.dumps({'own_cpu_s': time.process_time()}))")
     payload, _ = r.run("burn", [sys.executable, "-c", burn])
@@ -277,20 +281,20 @@ def test_identical_reruns_are_pooled_once_on_request_and_differing_ones_always_r
     again = {**common, "command": "b", "train_runs": [_run("textorch", "date-A-defaults", 1, [[1, 0, 0]], 7.0),
                                                       _run("wapiti", "date-wapiti", 1, [[1, 0, 0]], 1.0)]}
     with pytest.raises(SystemExit, match="seed 1 is in more than one file"):
-        bench_vs_delft.pooled([first, again])
-    both = bench_vs_delft.pooled([first, again], identical_once=True)
+        suite_results.pooled([first, again])
+    both = suite_results.pooled([first, again], identical_once=True)
     assert both["identical_runs_dropped"] == ["textorch date-A-defaults seed 1"]
     assert [(r["system"], r["whole_s"]) for r in both["train_runs"]] == [("textorch", 9.0), ("delft", 9.0), ("wapiti", 1.0)]
     assert both["peers"][0]["delft"]["diff"] == pytest.approx(-100.0)  # DeLFT's run paired with Wapiti's
     changed = {**again, "train_runs": [_run("textorch", "date-A-defaults", 1, [[0, 1, 1]], 7.0)]}
     with pytest.raises(SystemExit, match="in more than one file with different test counts"):
-        bench_vs_delft.pooled([first, changed], identical_once=True)
+        suite_results.pooled([first, changed], identical_once=True)
 
 
 def test_the_suites_f1_row_of_one_system_alone_counts_its_seeds():
     job = {"key": "date-A-defaults", "task": "date", "architecture": "A", "app": "grobid:date"}
     runs = [{**_run("textorch", job["key"], seed, [[1, 0, 0]], 1.0), "f1": f1} for seed, f1 in ((1, 0.9), (2, 0.7))]
-    row = next(r for r in bench_vs_delft.build_rows([job], runs, []) if r["metric"].startswith("test F1"))
+    row = next(r for r in bench_table.build_rows([job], runs, []) if r["metric"].startswith("test F1"))
     assert row["metric"] == "test F1, mean of 2 seed(s)" and row["textorch"] == pytest.approx(0.8)
     assert row["delft"] is None and row["diff_points"] is None
 
@@ -327,7 +331,7 @@ def test_start_up_rows_and_whole_file_rows_of_a_run_without_training():
 
 def test_whole_file_engines_give_seq_tag_their_options(tmp_path):
     """``--textorch-engine onnx-int8`` exports the int8 files and tags with them, the others with their engine."""
-    runners = {engine: bench_vs_delft.Runner(tmp_path, None, textorch_engine=engine) for engine in ("torch", "onnx", "onnx-int8")}
+    runners = {engine: suite_runner.Runner(tmp_path, None, textorch_engine=engine) for engine in ("torch", "onnx", "onnx-int8")}
     assert {engine: r.engine_options() for engine, r in runners.items()} == {
         "torch": ["--engine", "torch"], "onnx": ["--engine", "onnx"], "onnx-int8": ["--engine", "onnx", "--quantized"]}
     assert {engine: r.export_options() for engine, r in runners.items()} == {
