@@ -62,3 +62,43 @@ def test_training_that_learned_nothing_says_so(tmp_path: Path, capsys: pytest.Ca
     tokens = sum(1 for line in train.read_text().splitlines() if line.strip())
     assert f"the trained model predicts no field (every token outside) on {tokens} tokens of its own training data" in err
     assert "WARNING" in err and "it learned nothing; train for more epochs" in err
+
+
+def _counts(tp: dict[str, int], fp: dict[str, int], fn: dict[str, int]):
+    from textorch.eval.metrics import EntityCounts
+
+    return EntityCounts(tp=tp, fp=fp, fn=fn)
+
+
+def test_an_epoch_that_predicts_one_field_type_only_scores_zero_for_the_choice_of_epoch() -> None:
+    from textorch.tagging.scoring import epoch_choice_score, one_type_only
+
+    # every field called <figDesc>: its F1 is far from 0 (the dominant field is right) ...
+    only_desc = _counts({"<figDesc>": 8}, {"<figDesc>": 2}, {"<figure_head>": 9, "<label>": 6})
+    assert only_desc.scores()["f1"] > 0.4
+    assert one_type_only(only_desc) == "<figDesc>"
+    assert epoch_choice_score(only_desc) == 0.0  # ... but it is never the epoch kept
+    structured = _counts({"<figDesc>": 7, "<label>": 2}, {"<figDesc>": 3, "<label>": 1}, {"<figure_head>": 9, "<label>": 4})
+    assert one_type_only(structured) is None
+    assert epoch_choice_score(structured) == structured.scores()["f1"]
+    # a gold type seen fewer than three times may go unpredicted: one type then is no collapse
+    rare_second = _counts({"<date>": 20}, {}, {"<date>": 1, "<note>": 2})
+    assert one_type_only(rare_second) is None and epoch_choice_score(rare_second) > 0.9
+
+
+def test_training_never_keeps_the_epoch_that_collapsed_to_one_field_type(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Epoch 2 scores the higher F1 by calling every field a <year>; epoch 1, lower, tells the
+    fields apart: epoch 1 is kept."""
+    from textorch.data.readers import read_grobid
+    from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+    from textorch.tagging.labeler import SequenceLabeler
+
+    corpus = read_grobid(write_tiny_grobid(tmp_path / "date.train"))
+    by_epoch = iter([_counts({"<year>": 5, "<month>": 5}, {"<year>": 5, "<month>": 5}, {"<day>": 10, "<year>": 5, "<month>": 5}),
+                     _counts({"<year>": 30}, {"<year>": 5}, {"<day>": 5, "<month>": 10})])
+    monkeypatch.setattr(SequenceLabeler, "count_entities", lambda self, *args, **kwargs: next(by_epoch))
+    labeler = SequenceLabeler.build(corpus, ModelConfig(), DataConfig(), seed=1)
+    labeler.fit(corpus, corpus, TrainConfig(max_epoch=2, batch_size=8, patience=5, seed=1))
+    assert [round(r.valid_score, 3) for r in labeler.training_result.history] == [0.4, 0.0]
+    assert labeler.training_result.best_epoch == 1

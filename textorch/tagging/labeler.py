@@ -39,7 +39,7 @@ from textorch.tagging.decoding import ModelRoutes, decode_batches, runner_for
 from textorch.tagging.encoded import EncodedData
 from textorch.tagging.model_files import read_tagger_dir, write_tagger_dir
 from textorch.tagging.prediction import Prediction
-from textorch.tagging.scoring import count_predicted, summed_counts
+from textorch.tagging.scoring import count_predicted, epoch_choice_score, summed_counts
 from textorch.tagging.word_table_calls import WordTableCalls
 from textorch.tagging.network import forbids_iob2_moves, new_network, preload_crf_decoder
 from textorch.train.checkpoint import Checkpointer
@@ -189,8 +189,9 @@ class SequenceLabeler:
                 # Each process scores its share of the validation set; counts are summed over
                 # processes, so every process gets the same F1 (and early-stopping decision).
                 # The batch size does not depend on the world size: same batches, same F1.
+                # A model that predicts one field type only is scored 0 (never the epoch kept).
                 counts = self.count_entities(valid.sequences, valid_data, batch_size=max(train_config.batch_size, 64), ctx=ctx)
-                return counts.scores()["f1"]
+                return epoch_choice_score(counts)
 
         torch.manual_seed(train_config.seed)
         callbacks = tensorboard_callbacks(train_config.tensorboard_dir, "f1")

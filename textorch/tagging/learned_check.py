@@ -6,7 +6,8 @@ label (``<other>``, ``<body>``, ``<paragraph>``) or no field at all. Such a mode
 token accuracy and is useless, and it used to be saved as if it were a result. Its own training
 data tells it apart at once: a model that predicts a single label there, where the data has
 several, learned nothing, and the run says so in a warning. It is not refused: a one-epoch trial
-of a pipeline is a legitimate run whose model may well know nothing yet.
+of a pipeline is a legitimate run whose model may well know nothing yet. Where validation picks
+the epoch, such an epoch is never the one kept (:func:`textorch.tagging.scoring.epoch_choice_score`).
 """
 
 from __future__ import annotations
