@@ -168,9 +168,9 @@ def file_size_limit(size: int) -> Iterator[None]:
     """Writes past ``size`` bytes of any file fail with ``EFBIG``, as on a full disk they fail with
     ``ENOSPC``: every writer (Python, safetensors' Rust, torch's C++) meets a real failed write.
     SIGXFSZ is ignored meanwhile (it would kill the process); both are set back afterwards.
-    Numba's compiled CRF decoder is loaded first: compiling it under the limit would fail to
-    write its cache and leave the rest of the test process decoding with PyTorch."""
-    from textorch.models.crf_compiled import preload
+    Numba's compiled CRF kernel is loaded first: compiling it under the limit would fail to
+    write its cache and leave the rest of the test process decoding with NumPy."""
+    from textorch.models.cpu_decoder import preload
 
     preload()
     previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -161,7 +161,7 @@ def first_call(repeats: int) -> list[dict]:
                 env = dict(os.environ, TEXTORCH_DISABLE_NUMBA="1" if kernel == "no-numba" else "0")
                 code = FIRST_CALL if kernel == "no-numba" else FIRST_CALL.replace(
                     "started = time.perf_counter()\nlabeler.predict", "started = time.perf_counter()\n"
-                    "from textorch.models.crf_compiled import preload; preload()\nlabeler.predict", 1)
+                    "from textorch.models.cpu_decoder import preload; preload()\nlabeler.predict", 1)
                 out = subprocess.run([sys.executable, "-c", code, *MODELS[model], CACHE_DIR], env=env, check=True,
                                      capture_output=True, text=True).stdout.split()
                 times[kernel].append((float(out[0]), float(out[1])))
@@ -189,7 +189,7 @@ def main() -> None:
     args = parser.parse_args()
     require_models(list(MODELS))
     torch.set_num_threads(1)
-    from textorch.models.crf_compiled import preload
+    from textorch.models.cpu_decoder import preload
 
     preload()
     rows = Rows(args.train_sequences, args.train_steps)

@@ -34,7 +34,7 @@ from benchmarks.peers import delft_env
 from benchmarks.peers.bench_data import prepare
 from benchmarks.parity.bench_delft_import import SEED, _limited, delft_side
 from benchmarks.common import machine, print_table, write_json
-from textorch.models.crf_arrays import viterbi_paths
+from textorch.models.cpu_decoder import viterbi_paths
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

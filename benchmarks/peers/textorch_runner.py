@@ -81,7 +81,7 @@ def cmd_warm(args: argparse.Namespace) -> None:
 
     import textorch
     from textorch.embeddings import open_embeddings
-    from textorch.models.crf_compiled import preload
+    from textorch.models.cpu_decoder import preload
 
     started = time.perf_counter()
     # textorch runs from its source tree (an editable install, or PYTHONPATH), whose modules no

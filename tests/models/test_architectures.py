@@ -102,13 +102,13 @@ def test_only_bilstm_crf_taggers_preload_the_compiled_crf_decoder(
 ) -> None:
     """The compiled decoder costs about 145 MB: worth it where the CRF is a good share of a call,
     not for a softmax head nor next to a transformer encoder."""
-    from textorch.models import crf_compiled
+    from textorch.models import cpu_decoder
 
-    monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
-    crf_compiled.compiled_decoder.cache_clear()
+    monkeypatch.delenv(cpu_decoder.DISABLE_ENV, raising=False)
+    cpu_decoder.compiled_decoder.cache_clear()
     labeler = SequenceLabeler.build(corpus, _model_config(name, bert_dir), DataConfig())
     assert labeler.preload_crf_decoder() is preloads
-    assert crf_compiled.compiled_decoder.cache_info().currsize == int(preloads)
+    assert cpu_decoder.compiled_decoder.cache_info().currsize == int(preloads)
 
 
 def test_transformer_weights_are_fine_tuned_and_saved(corpus: Corpus, bert_dir: Path, tmp_path: Path) -> None:

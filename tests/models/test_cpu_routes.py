@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from textorch.data.corpus import TokenSequence
-from textorch.models import cpu_routes, crf_compiled, inference_batches, onednn_lstm, padded_rnn
+from textorch.models import cpu_routes, heads, inference_batches, onednn_lstm, padded_rnn
 from textorch.models.costs import INFERENCE_GROUP_COSTS, ONNX_GROUP_COSTS
 from textorch.models.cpu_routes import FAST, REFERENCE, CpuRoutes, decide
 from textorch.models.one_sequence import OneSequenceTagger
@@ -87,7 +87,7 @@ def _spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
     spy(onednn_lstm, "_run", "laid_out_lstm")
     spy(padded_rnn, "in_row_buckets", "row_buckets")
     spy(padded_rnn, "in_length_groups", "char_length_groups")
-    spy(crf_compiled, "best_paths", "crf_kernel")
+    spy(heads, "cpu_crf_paths", "crf_kernel")
     spy(OneSequenceTagger, "decode", "one_sequence")
     cut = inference_batches.inference_batches
     spy(labeler_module, "inference_batches", "batch_groups",

@@ -74,6 +74,38 @@ def test_the_same_answers_as_the_onnx_engine_of_the_labeler(tmp_path_factory, gr
     assert got[5].labels == [] and got[5].scores == []
 
 
+
+@pytest.mark.parametrize("architecture,decoder", [("BidLSTM_CRF", "crf_paths"), ("BidLSTM", "softmax_paths")])
+def test_every_cpu_door_decodes_with_the_one_cpu_decoder(tmp_path_factory, grobid_file: Path,
+                                                          monkeypatch: pytest.MonkeyPatch, architecture: str,
+                                                          decoder: str) -> None:
+    """The PyTorch engine (batches and a one-sequence call), the labeler's ONNX engine and the
+    tagger without PyTorch all decode with :mod:`textorch.models.cpu_decoder`; the reference
+    CRF's recursions never run at inference on the CPU."""
+    from textorch.models import cpu_decoder, crf
+
+    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the reference CRF decoded a CPU inference call")
+
+    monkeypatch.setattr(crf, "viterbi", refuse)
+    monkeypatch.setattr(crf, "marginal_probabilities", refuse)
+    calls: list[str] = []
+    real = getattr(cpu_decoder, decoder)
+    monkeypatch.setattr(cpu_decoder, decoder, lambda *a, **k: calls.append(decoder) or real(*a, **k))
+    model = _saved(tmp_path_factory, grobid_file, architecture)
+    sequences = read_labelled(grobid_file).sequences
+    doors = {
+        "PyTorch, batches": lambda: SequenceLabeler.load(model).predict(sequences, batch_size=8),
+        "PyTorch, one sequence": lambda: SequenceLabeler.load(model).predict(sequences[:1]),
+        "ONNX engine": lambda: SequenceLabeler.load(model, engine="onnx").predict(sequences, batch_size=8),
+        "without PyTorch": lambda: OnnxTagger.open(model).predict(sequences, batch_size=8),
+    }
+    for door, predict in doors.items():
+        calls.clear()
+        predictions = predict()
+        assert calls, f"{door} decoded without {decoder}"
+        assert all(p.scores is not None and len(p.scores) == len(p.labels) for p in predictions)
+
 def test_served_only_from_a_current_export(tmp_path_factory, grobid_file: Path, tmp_path: Path) -> None:
     model = tmp_path / "model"
     shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF"), model)

@@ -270,14 +270,14 @@ def test_model_specs(model_dirs: dict[str, Path]) -> None:
 def test_serving_a_tagger_loads_the_compiled_crf_decoder_up_front(model_dirs: dict[str, Path],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the first request, which would otherwise pay for loading Numba."""
-    from textorch.models import crf_compiled
+    from textorch.models import cpu_decoder
 
-    monkeypatch.delenv(crf_compiled.DISABLE_ENV, raising=False)
-    crf_compiled.compiled_decoder.cache_clear()
+    monkeypatch.delenv(cpu_decoder.DISABLE_ENV, raising=False)
+    cpu_decoder.compiled_decoder.cache_clear()
     load_models([str(model_dirs["sentiment"])])
-    assert crf_compiled.compiled_decoder.cache_info().currsize == 0  # a classifier has no CRF
+    assert cpu_decoder.compiled_decoder.cache_info().currsize == 0  # a classifier has no CRF
     load_models([str(model_dirs["sentiment"]), str(model_dirs["ner"])])
-    assert crf_compiled.compiled_decoder.cache_info().currsize == 1 and crf_compiled.compiled_decoder() is not None
+    assert cpu_decoder.compiled_decoder.cache_info().currsize == 1 and cpu_decoder.compiled_decoder() is not None
 
 
 def test_served_models_run_in_the_precision_asked_for(model_dirs: dict[str, Path]) -> None:

@@ -53,8 +53,8 @@ class CpuRoutes:
     """The character BiLSTM's rows in length groups (:func:`textorch.models.padded_rnn.final_states`);
     False: one padded block."""
     crf_kernel: bool = True
-    """CRF decoding by the compiled kernel (:func:`textorch.models.crf_compiled.best_paths`);
-    False: the PyTorch CRF's Viterbi and marginals."""
+    """CRF decoding by the CPU's one decoder (:func:`textorch.models.heads.cpu_crf_paths`: the
+    compiled kernel); False: the PyTorch CRF's Viterbi and marginals."""
 
     def without(self, *names: str) -> "CpuRoutes":
         """These routes with the fast paths ``names`` (field names) switched off."""

@@ -19,10 +19,10 @@ times, not B * L, so the cost per step is a few kernel launches whatever the bat
 the dependency between consecutive steps would prevent parallelising over time anyway.
 
 This module is the reference CRF: training everywhere, decoding on GPUs, and the oracle of the
-tests; it knows no fast path. Tagging on the CPU decodes with one compiled kernel where the call's
-routes take it (:mod:`textorch.models.cpu_routes`, chosen by the CRF head), whose rows fall back
-to the recursions here (:func:`viterbi`, :func:`marginal_probabilities`) where its scaled
-arithmetic would underflow (:mod:`textorch.models.crf_compiled`).
+tests; it knows no fast path. Tagging on the CPU decodes with the one CPU decoder where the call's
+routes take it (:mod:`textorch.models.cpu_routes`, chosen by the CRF head): a compiled kernel,
+whose rows fall back to the same recursions in log space, in NumPy, where its scaled arithmetic
+would underflow (:mod:`textorch.models.cpu_decoder`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from textorch.models import cpu_routes, crf_compiled
+from textorch.models import cpu_decoder, cpu_routes
 from textorch.models.crf import CRF
 
 
@@ -41,13 +41,30 @@ class CRFHead(nn.Module):
     def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True,
                extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Best label ids (B, L) and, per token, the posterior probability of that label: by the
-        compiled kernel where the call's routes take it (``CpuRoutes.crf_kernel``) and it serves
-        the tensors (CPU, no gradients), else by the reference CRF."""
+        CPU's one decoder (:func:`cpu_crf_paths`) where the call's routes take it
+        (``CpuRoutes.crf_kernel``) and the tensors allow it (CPU, no gradients), else by the
+        reference CRF."""
         emissions = emission_sum(self.emissions(h), extra)
         if cpu_routes.current().crf_kernel and emissions.device.type == "cpu" and not emissions.requires_grad:
-            self.crf.check_shapes(emissions, mask)  # the kernel never reads padded positions
-            return crf_compiled.best_paths(self.crf, emissions, mask.to(torch.int64).sum(dim=1), with_scores)
+            self.crf.check_shapes(emissions, mask)  # the decoder never reads padded positions
+            return cpu_crf_paths(self.crf, emissions, mask.to(torch.int64).sum(dim=1), with_scores)
         return self.crf.best_paths_with_confidence(emissions, mask, with_scores)
+
+
+def cpu_crf_paths(crf: CRF, emissions: torch.Tensor, lengths: torch.Tensor,
+                  with_confidence: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``crf``'s :meth:`~textorch.models.crf.CRF.best_paths_with_confidence` by the CPU's one
+    decoder (:func:`textorch.models.cpu_decoder.crf_paths`), for rows of ``lengths`` (>= 1, a CPU
+    tensor): positions past a row's length are never read, so ``emissions`` may hold anything
+    there (and be a strided view)."""
+    if emissions.dim() != 3 or emissions.size(2) != crf.num_tags or lengths.shape != emissions.shape[:1]:
+        raise ValueError(f"emissions must be (batch, length, {crf.num_tags}) with one length per row, got "
+                         f"{tuple(emissions.shape)} and {tuple(lengths.shape)} lengths")
+    paths, confidence = cpu_decoder.crf_paths(
+        emissions.detach().float().numpy(), lengths.numpy(), crf.transitions.detach().numpy(),
+        crf.start_transitions.detach().numpy(), crf.end_transitions.detach().numpy(), with_confidence,
+    )
+    return torch.from_numpy(paths), None if confidence is None else torch.from_numpy(confidence)
 
 
 class SoftmaxHead(nn.Module):
@@ -65,7 +82,15 @@ class SoftmaxHead(nn.Module):
 
     def decode(self, h: torch.Tensor, mask: torch.Tensor, with_scores: bool = True,
                extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        # The probabilities cost nothing next to the argmax: returned either way.
-        probabilities = emission_sum(self.emissions(h), extra).softmax(dim=-1)
-        scores, paths = probabilities.max(dim=-1)
+        """Each position's most probable label id (B, L) and its probability, 0 at padding: on the
+        CPU without gradients by the CPU's one decoder
+        (:func:`textorch.models.cpu_decoder.softmax_paths`, which the ONNX engines share), else
+        by the tensors' own softmax. The probabilities cost nothing next to the argmax: returned
+        either way."""
+        emissions = emission_sum(self.emissions(h), extra)
+        if emissions.device.type == "cpu" and not emissions.requires_grad:
+            lengths = mask.to(torch.int64).sum(dim=1).numpy()
+            paths, scores = cpu_decoder.softmax_paths(emissions.numpy(), lengths)
+            return torch.from_numpy(paths), torch.from_numpy(scores)
+        scores, paths = emissions.softmax(dim=-1).max(dim=-1)
         return paths * mask, scores * mask

@@ -26,11 +26,10 @@ from torch import nn
 
 from textorch.data.encoding import EncodedSequence
 from textorch.data.word_table import WordTable
-from textorch.models import crf_compiled, onednn_lstm
+from textorch.models import heads, onednn_lstm
 from textorch.models.cpu_routes import CpuRoutes
 from textorch.models.embedders import Embedder
 from textorch.models.encoders import RecurrentEncoder
-from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
 
 
@@ -40,14 +39,14 @@ class OneSequenceTagger:
     def __init__(self, model: SequenceTagger) -> None:
         self.embedders: list[Embedder] = list(model.embedders)
         self.rnn: nn.LSTM = model.encoder.rnn
-        self.head: CRFHead = model.head
+        self.head: heads.CRFHead = model.head
         self.template_emissions = model.template_emissions
 
     @classmethod
     def of(cls, model: nn.Module, char_encoder: nn.Module | None) -> "OneSequenceTagger | None":
         """The route for ``model`` (``char_encoder``: the one whose token vectors a call computes),
         or None where the model is not of the BiLSTM-CRF family this route knows."""
-        if not isinstance(model, SequenceTagger) or not isinstance(model.head, CRFHead):
+        if not isinstance(model, SequenceTagger) or not isinstance(model.head, heads.CRFHead):
             return None
         if not isinstance(model.encoder, RecurrentEncoder) or not isinstance(model.encoder.rnn, nn.LSTM):
             return None
@@ -76,7 +75,7 @@ class OneSequenceTagger:
                 return None
             emissions = emissions + self.template_emissions(torch.from_numpy(item.template_rows[None]))
         if routes.crf_kernel:
-            paths, scores = crf_compiled.best_paths(self.head.crf, emissions, torch.tensor([len(item)]), with_scores)
+            paths, scores = heads.cpu_crf_paths(self.head.crf, emissions, torch.tensor([len(item)]), with_scores)
         else:
             paths, scores = self.head.crf.best_paths_with_confidence(emissions, torch.ones(1, len(item), dtype=torch.bool),
                                                                      with_scores)

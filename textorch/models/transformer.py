@@ -90,13 +90,11 @@ class SubtokenCRFTagger(SequenceTagger):
     def decode(self, batch: Batch, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         embedder = self.embedders[0]
         hidden = embedder.windows(batch.window_ids, batch.window_mask)  # (N, W, H)
-        emissions = self.head.emissions(hidden).float()
-        mask = batch.window_mask.bool()
-        paths, _ = self.head.crf.decode(emissions, mask)
+        # The head decodes the windows as it decodes words (the CPU's one decoder where it may).
+        paths, chosen = self.head.decode(hidden, batch.window_mask.bool(), with_scores)
         labels = paths.reshape(-1)[batch.word_index] * batch.mask
-        if not with_scores:
+        if chosen is None:
             return labels, None
-        chosen = self.head.crf.marginals(emissions, mask).gather(-1, paths.unsqueeze(-1)).squeeze(-1)
         return labels, chosen.reshape(-1)[batch.word_index] * batch.mask
 
 

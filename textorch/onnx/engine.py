@@ -19,8 +19,7 @@ import numpy as np
 import torch
 
 from textorch.errors import ConfigError, ModelFormatError
-from textorch.models.crf_arrays import softmax_paths
-from textorch.models.crf_compiled import cpu_best_paths_of_arrays
+from textorch.models import cpu_decoder
 from textorch.models.heads import CRFHead
 from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
 from textorch.onnx.files import (
@@ -32,6 +31,7 @@ from textorch.onnx.files import (
     source_checksum,
 )
 from textorch.onnx.layout import check_graph_labels, made_from_other_weights, older_int8, older_revision, read_description
+from textorch.onnx.session import feed, input_names, open_session
 
 logger = logging.getLogger(__name__)
 
@@ -39,30 +39,19 @@ class _Session:
     """An ONNX Runtime CPU session fed by input name from whatever tensors a batch has."""
 
     def __init__(self, model_file: Path, threads: int | None = None) -> None:
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        self.session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
-        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.session = open_session(model_file, threads)
+        self.input_names = input_names(self.session)
         self.model_file = model_file
 
     def run(self, output: str, available: dict[str, torch.Tensor | np.ndarray | None]) -> np.ndarray:
-        feed = {}
-        for name in self.input_names:
-            value = available.get(name)
-            if value is None:
-                raise ConfigError(f"the ONNX model needs {name} but the batch has none")
-            feed[name] = value if isinstance(value, np.ndarray) else value.cpu().numpy()
-        return self.session.run([output], feed)[0]
+        return self.session.run([output], feed(self.input_names, available))[0]
 
 
 class OnnxRunner(_Session):
     """``decode(batch) -> (label ids, scores)`` like ``SequenceTagger.decode``, via onnxruntime.
 
     Emissions stay NumPy arrays from the session to the CRF
-    (:func:`textorch.models.crf_compiled.cpu_best_paths_of_arrays`, the kernel the PyTorch engine runs on the CPU) with the CRF parameters read once: on
+    (:func:`textorch.models.cpu_decoder.crf_paths`, the decoder the PyTorch engine runs on the CPU) with the CRF parameters read once: on
     one-sentence calls the tensor round trips cost as much as the CRF itself.
     """
 
@@ -92,8 +81,8 @@ class OnnxRunner(_Session):
         emissions = self.emissions(batch)
         mask = batch.mask.cpu().numpy()
         if self.crf_params is not None:
-            return cpu_best_paths_of_arrays(emissions, mask.sum(axis=1), *self.crf_params, with_confidence=with_scores)
-        return softmax_paths(emissions, mask.sum(axis=1), with_scores)
+            return cpu_decoder.crf_paths(emissions, mask.sum(axis=1), *self.crf_params, with_confidence=with_scores)
+        return cpu_decoder.softmax_paths(emissions, mask.sum(axis=1), with_scores)
 
 
 class OnnxClassifierRunner(_Session):

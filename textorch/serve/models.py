@@ -123,7 +123,7 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
         served_engine = use_engine(predictor, directory, engine, quantized, threads=threads)
         if kind == TAGGER:
             # A server lives long: loading the compiled CRF decoder now keeps Numba's load time
-            # out of the first request (see textorch.models.crf_compiled).
+            # out of the first request (see textorch.models.cpu_decoder).
             predictor.preload_crf_decoder()
         models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
         logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, served_engine)

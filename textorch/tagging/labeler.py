@@ -257,7 +257,7 @@ class SequenceLabeler:
         return place(local, len(lengths))
 
     def preload_crf_decoder(self) -> bool:
-        """Load the compiled CRF decoder now (:mod:`textorch.models.crf_compiled`) if this model
+        """Load the compiled CRF decoder now (:mod:`textorch.models.cpu_decoder`) if this model
         would use it much: a BiLSTM-CRF family tagger on the CPU (on a GPU the CRF decodes
         there). For a long-lived process (a server) before its first call; otherwise the first
         tagging call loads it."""

@@ -16,8 +16,8 @@ from textorch.data.tags import iob2_forbidden
 from textorch.errors import ConfigError
 from textorch.models.architecture_table import Architecture, get_architecture
 from textorch.models.architectures import build_rnn_tagger_v1, build_transformer_tagger_v1
+from textorch.models.cpu_decoder import preload as preload_compiled_crf
 from textorch.models.crf import CRF
-from textorch.models.crf_compiled import preload as preload_compiled_crf
 from textorch.models.transformer_source import TransformerParts, open_pretrained
 from textorch.tagging.config import DataConfig, ModelConfig
 from textorch.tagging.template_choice import store_table, templates_for
@@ -122,7 +122,7 @@ def open_transformer(
 
 
 def preload_crf_decoder(model: torch.nn.Module, device: torch.device, has_transformer: bool) -> bool:
-    """Load the compiled CRF decoder now (:mod:`textorch.models.crf_compiled`) if ``model`` would
+    """Load the compiled CRF decoder now (:mod:`textorch.models.cpu_decoder`) if ``model`` would
     use it much: a BiLSTM-CRF family tagger on the CPU (on a GPU the CRF decodes there)."""
     if device.type != "cpu" or has_transformer:
         return False

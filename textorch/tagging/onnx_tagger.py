@@ -5,7 +5,7 @@ Importing torch alone takes over a second, and loading Numba's CRF kernel most o
 (docs/performance.md), while GROBID's CRF starts in milliseconds. With ``--engine onnx`` the
 network already runs in ONNX Runtime; this tagger also reads the model directory, encodes the
 input (:class:`~textorch.data.encoding.SequenceEncoder`, the library's one encoder) and decodes
-the CRF (:mod:`textorch.models.crf_arrays`) without importing torch or Numba.
+the CRF (:mod:`textorch.models.cpu_decoder`, its NumPy recursions) without importing torch or Numba.
 
 It serves what it can serve exactly as :class:`~textorch.tagging.labeler.SequenceLabeler` with
 ``--engine onnx`` does (same graph, encoder and CRF rules): a recurrent tagger (no transformer)
@@ -32,9 +32,10 @@ from textorch.embeddings.lookup import word_source
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.model_dir import check_labels_fit, load_checked, read_model_config
 from textorch.models.architecture_table import RNN_BUILDERS, get_architecture
-from textorch.models.crf_arrays import path_posteriors, softmax_paths, viterbi_paths
+from textorch.models import cpu_decoder
 from textorch.onnx.layout import (CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE,
                                   check_graph_labels, made_from_other_weights, older_int8, older_revision, read_description)
+from textorch.onnx.session import feed, input_names, open_session
 from textorch.tagging.config import TASK, saved_configs
 from textorch.tagging.prediction import Prediction
 from textorch.tagging.word_table_calls import WordTableCalls
@@ -75,7 +76,7 @@ class OnnxTagger:
         self.char_session = char_session
         """The export's character encoder (``char-encoder.onnx``), run once per distinct token of a
         call; None: the network reads ``char_ids`` and encodes characters per position."""
-        self.input_names = [i.name for i in session.get_inputs()]  # type: ignore[attr-defined]
+        self.input_names = input_names(session)
         self.crf = crf
         """Transitions, start and end scores (float64); None: a softmax tagger."""
         self.input_format = input_format
@@ -188,9 +189,9 @@ class OnnxTagger:
     def _decode(self, emissions: np.ndarray, lengths: np.ndarray, with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Label ids (and their posteriors) of rows of ``lengths``, from their emissions."""
         if self.crf is not None:
-            paths = viterbi_paths(emissions, lengths, *self.crf)
-            return paths, path_posteriors(emissions, lengths, *self.crf, paths) if with_scores else None
-        return softmax_paths(emissions, lengths, with_scores)
+            # Not the compiled kernel: loading Numba would cost this process more than it decodes.
+            return cpu_decoder.crf_paths(emissions, lengths, *self.crf, with_confidence=with_scores, compiled=False)
+        return cpu_decoder.softmax_paths(emissions, lengths, with_scores)
 
     def _inputs(self, encoded: EncodedCall, batch: np.ndarray, lengths: np.ndarray,
                 type_vectors: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -212,10 +213,7 @@ class OnnxTagger:
         for name in ("casing_ids", "feature_ids", "template_rows"):
             if name in wanted and getattr(call, name) is not None:
                 inputs[name] = pad(name)
-        missing = wanted - set(inputs)
-        if missing:
-            raise ModelFormatError(f"the ONNX graph reads {', '.join(sorted(missing))}, which this model's input lacks")
-        return inputs
+        return feed(self.input_names, inputs)
 
 
 def _decoding_groups(batches: list[np.ndarray]) -> list[list[np.ndarray]]:
@@ -313,13 +311,8 @@ def _crf_params(exported: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _session(model_file: Path, threads: int | None) -> object:
     try:
-        import onnxruntime
+        return open_session(model_file, threads)
     except ImportError:
         raise NotServed("onnxruntime is not installed") from None
-    options = onnxruntime.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    try:
-        return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - any graph ONNX Runtime cannot load (truncated, corrupt)
         raise NotServed(f"{model_file} cannot be loaded ({type(exc).__name__}: {exc})") from None

@@ -1,4 +1,4 @@
-"""The NumPy CRF decoder (used where neither torch nor Numba is loaded) against the reference CRF."""
+"""The CPU decoder's NumPy recursions (Numba missing or off, underflowing rows, the tagger without PyTorch) against the reference CRF."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from textorch.models.crf import marginal_probabilities, viterbi
-from textorch.models.crf_arrays import path_posteriors, viterbi_paths
+from textorch.models.cpu_decoder import path_posteriors, viterbi_paths
 
 
 def _reference(em: np.ndarray, lengths: np.ndarray, trans: np.ndarray, start: np.ndarray, end: np.ndarray):
