@@ -309,11 +309,11 @@ def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_un
 
     from benchmarks.diagnostics.stage_clocks import STAGES, one_pass
     from textorch.data.writers import grobid_block
-    from textorch.models import crf_compiled
+    from textorch.models import cpu_decoder
     from textorch.models.crf import CRF
     from textorch.tagging.encoded import EncodedData
 
-    unwrapped = (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence, crf_compiled.best_paths)
+    unwrapped = (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence, cpu_decoder.crf_paths)
     model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
     sequences = read_labelled(grobid_file).sequences
     plain = SequenceLabeler.load(model).predict(sequences, batch_size=4, with_scores=False)
@@ -324,7 +324,7 @@ def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_un
     assert tokens == sum(map(len, sequences))
     assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest()
     assert (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence,
-            crf_compiled.best_paths) == unwrapped
+            cpu_decoder.crf_paths) == unwrapped
 
 
 def test_the_tagger_reads_its_feature_table_under_the_name_the_network_saves_it(grobid_file: Path) -> None:
