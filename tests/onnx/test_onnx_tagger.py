@@ -283,24 +283,23 @@ def test_a_graph_onnx_runtime_cannot_load_is_not_served_and_the_command_still_ta
     (None, True, True), (None, False, False), ("", True, False), ("-1", True, False), ("0", True, True)])
 def test_device_auto_leaves_a_visible_gpu_to_pytorch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                     visible: str | None, driver: bool, expected: bool) -> None:
-    import argparse
-
-    from textorch.cli import export
+    from textorch.onnx import opening
 
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    real_path = export.Path
+    real_path = opening.Path
     fake = {"/proc/driver/nvidia/gpus": tmp_path / "gpus", "/dev/kfd": tmp_path / "kfd"}
     (tmp_path / "gpus").mkdir()
     if driver:
         (tmp_path / "gpus" / "0000:00:01.0").mkdir()
-    monkeypatch.setattr(export, "Path", lambda p: real_path(fake.get(str(p), p)))
-    assert export.gpu_visible() is expected
-    args = argparse.Namespace(engine="onnx", precision="fp32", device="auto", quantized=False, onnx_dir=None)
-    if expected:  # PyTorch decides (and refuses --engine onnx on the GPU), before any model is read
-        assert export.torch_free_tagger(args) is None
+    monkeypatch.setattr(opening, "Path", lambda p: real_path(fake.get(str(p), p)))
+    assert opening.gpu_visible() is expected
+    for engine in ("onnx", "auto"):
+        blocker = opening.torch_free_blocker(opening.EngineOptions(engine, device="auto"))
+        # A visible GPU: PyTorch decides (and refuses --engine onnx there), before any model is read.
+        assert (blocker is not None and "GPU" in blocker) if expected else blocker is None
 
 
 def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_unwraps(tmp_path_factory,
