@@ -3,11 +3,11 @@ export they run (made, found, or made again).
 
 Which runner a model gets is decided in :mod:`textorch.onnx.opening`, the one owner of that
 choice; this module is its machinery and is imported by nothing else that tags or classifies.
-Only the network runs in ONNX Runtime here: a tagger's emissions are decoded by the CRF kernel
-of the CPU route (:func:`~textorch.models.crf_compiled.cpu_best_paths_of_arrays`, with the
-loaded head's parameters) or a softmax, and a classifier's logits go through
-``TextClassifier.predict`` as the PyTorch ones do. (The torch-free tagger,
-:mod:`textorch.tagging.onnx_tagger`, runs the same graph without a loaded model.)
+Only the network runs in ONNX Runtime here: a tagger's emissions are decoded by the one CPU
+decoder (:func:`textorch.models.cpu_decoder.crf_paths`, with the loaded head's parameters, or its
+softmax), and a classifier's logits go through ``TextClassifier.predict`` as the PyTorch ones do.
+(The torch-free tagger, :mod:`textorch.tagging.onnx_tagger`, runs the same graph and decoder
+without a loaded model.)
 """
 
 from __future__ import annotations
