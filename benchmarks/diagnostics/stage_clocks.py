@@ -147,18 +147,18 @@ def stage_seconds(raw: dict[str, float], engine: str) -> dict[str, float]:
 
 def _torch_pass(model: str, path: str, input_format: str, batch_size: int, cache_dir: str | None,
                 clock: StageClock) -> tuple[Any, int]:
-    from textorch.models import crf_compiled
+    from textorch.models import cpu_decoder
     from textorch.models.crf import CRF
     from textorch.tagging.encoded import EncodedData
     from textorch.tagging.labeler import SequenceLabeler
 
-    labeler = SequenceLabeler.load(model, cache_dir=cache_dir)
+    labeler = SequenceLabeler.load(model, cache_dir=cache_dir, engine="torch")
     labeler.preload_crf_decoder()  # Numba's load is the process's start-up, not a stage
     clock.wrap(labeler, "encode", "encode")
     clock.wrap(EncodedData, "token_vectors", "chars")
     clock.wrap(EncodedData, "batch", "inputs")
     clock.wrap(labeler.model, "decode", "decode")
-    clock.wrap(crf_compiled, "best_paths", "crf")
+    clock.wrap(cpu_decoder, "crf_paths", "crf")
     clock.wrap(CRF, "best_paths_with_confidence", "crf")
     clock.wrap(labeler, "predict", "predict")
     return _sequences(labeler, path, input_format, batch_size, clock)

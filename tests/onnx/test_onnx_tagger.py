@@ -95,8 +95,9 @@ def test_every_cpu_door_decodes_with_the_one_cpu_decoder(tmp_path_factory, grobi
     model = _saved(tmp_path_factory, grobid_file, architecture)
     sequences = read_labelled(grobid_file).sequences
     doors = {
-        "PyTorch, batches": lambda: SequenceLabeler.load(model).predict(sequences, batch_size=8),
-        "PyTorch, one sequence": lambda: SequenceLabeler.load(model).predict(sequences[:1]),
+        "PyTorch, batches": lambda: SequenceLabeler.load(model, engine="torch").predict(sequences, batch_size=8),
+        "PyTorch, one sequence": lambda: SequenceLabeler.load(model, engine="torch").predict(sequences[:1]),
+        "the default (auto)": lambda: SequenceLabeler.load(model).predict(sequences[:1]),
         "ONNX engine": lambda: SequenceLabeler.load(model, engine="onnx").predict(sequences, batch_size=8),
         "without PyTorch": lambda: OnnxTagger.open(model).predict(sequences, batch_size=8),
     }
@@ -140,7 +141,7 @@ def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tm
     shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE"), model)
     with pytest.raises(NotServed, match="int8"):
         OnnxTagger.open(model, quantized=True)  # exported without --quantize
-    labeler = SequenceLabeler.load(model)
+    labeler = SequenceLabeler.load(model, engine="torch")
     attach_onnx(labeler, model, quantized=True)  # what --engine onnx --quantized does: export again, with int8
     description_file = model / "onnx" / DESCRIPTION_FILE
     assert json.loads(description_file.read_text())["int8_revision"] == 2
@@ -157,7 +158,7 @@ def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tm
     for a, b in zip(one_graph, int8):
         np.testing.assert_allclose(b.scores, a.scores, atol=1e-3)
     exported_at = description_file.stat().st_mtime_ns
-    attach_onnx(SequenceLabeler.load(model), model, quantized=True)
+    attach_onnx(SequenceLabeler.load(model, engine="torch"), model, quantized=True)
     assert description_file.stat().st_mtime_ns == exported_at  # a current int8 export is not made again
 
     older = {k: v for k, v in json.loads(description_file.read_text()).items() if k != "int8_revision"}
@@ -167,7 +168,7 @@ def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tm
         OnnxTagger.open(model, quantized=True)
     assert Path(OnnxTagger.open(model, export_dir=model / "onnx", quantized=True).session._model_path).name == \
         "model.int8.onnx"  # a directory the user names runs as it is: its one int8 graph
-    attach_onnx(SequenceLabeler.load(model), model, quantized=True)
+    attach_onnx(SequenceLabeler.load(model, engine="torch"), model, quantized=True)
     assert json.loads(description_file.read_text())["int8_revision"] == 2
 
 
@@ -308,14 +309,14 @@ def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_un
 
     from benchmarks.diagnostics.stage_clocks import STAGES, one_pass
     from textorch.data.writers import grobid_block
-    from textorch.models import crf_compiled
+    from textorch.models import cpu_decoder
     from textorch.models.crf import CRF
     from textorch.tagging.encoded import EncodedData
 
-    unwrapped = (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence, crf_compiled.best_paths)
+    unwrapped = (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence, cpu_decoder.crf_paths)
     model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
     sequences = read_labelled(grobid_file).sequences
-    plain = SequenceLabeler.load(model).predict(sequences, batch_size=4, with_scores=False)
+    plain = SequenceLabeler.load(model, engine="torch").predict(sequences, batch_size=4, with_scores=False)
     expected = "".join(grobid_block(s, p.labels) for s, p in zip(sequences, plain))
     times, digest, tokens = one_pass(str(model), str(grobid_file), "torch", "grobid", batch_size=4)
     assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values())
@@ -323,7 +324,7 @@ def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_un
     assert tokens == sum(map(len, sequences))
     assert digest == hashlib.sha256(expected.encode("utf-8")).hexdigest()
     assert (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence,
-            crf_compiled.best_paths) == unwrapped
+            cpu_decoder.crf_paths) == unwrapped
 
 
 def test_the_tagger_reads_its_feature_table_under_the_name_the_network_saves_it(grobid_file: Path) -> None:
