@@ -211,3 +211,30 @@ def test_a_delft_directory_is_tagged_from_its_conversion_and_never_written_to(
     assert capsys.readouterr().err.count("runs with ONNX Runtime from its export, without PyTorch") == 1
     assert sorted((p.name, p.stat().st_mtime_ns) for p in source.iterdir()) == before
     assert [p.parent.name for p in (tmp_path / "cache").rglob("onnx-model.json")] == ["onnx"]
+
+
+def test_the_owner_refuses_what_does_not_go_together_and_leaves_gpus_bf16_and_transformers_to_pytorch() -> None:
+    import torch
+    from types import SimpleNamespace
+
+    from textorch.errors import ConfigError
+    from textorch.onnx.opening import EngineOptions, auto_engine_blocker, torch_free_blocker
+
+    for options, message in ((EngineOptions("tensorrt"), "--engine must be one of"),
+                             (EngineOptions(quantized=True), "need --engine onnx"),
+                             (EngineOptions("torch", onnx_dir="x"), "need --engine onnx"),
+                             (EngineOptions("onnx", device="cuda"), "runs on the CPU"),
+                             (EngineOptions("onnx", device=torch.device("cuda", 0)), "runs on the CPU"),
+                             (EngineOptions("onnx", precision="bf16"), "needs --engine torch")):
+        with pytest.raises(ConfigError, match=message):
+            options.check()
+    assert EngineOptions("onnx", device="auto").session_device() == "cpu"  # auto must not pick a GPU for it
+    assert EngineOptions(device="auto").session_device() == "auto"  # the default: a GPU keeps PyTorch
+    assert torch_free_blocker(EngineOptions("torch")) == "--engine torch"
+    assert "bf16" in torch_free_blocker(EngineOptions(precision="bf16"))
+    assert torch_free_blocker(EngineOptions(device="cuda")) == "--device cuda"
+    tagger = SimpleNamespace(task="sequence_labelling", transformer=None, device=torch.device("cpu"), precision="fp32")
+    assert auto_engine_blocker(tagger) is None
+    assert "cuda" in auto_engine_blocker(SimpleNamespace(**{**vars(tagger), "device": torch.device("cuda", 0)}))
+    assert "bf16" in auto_engine_blocker(SimpleNamespace(**{**vars(tagger), "precision": "bf16"}))
+    assert "transformer" in auto_engine_blocker(SimpleNamespace(**{**vars(tagger), "transformer": object()}))
