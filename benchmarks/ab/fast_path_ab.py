@@ -75,7 +75,7 @@ class Rows:
         from textorch.data.readers import read_labelled
         from textorch.tagging.labeler import SequenceLabeler
 
-        self.labelers = {name: SequenceLabeler.load(model, cache_dir=CACHE_DIR) for name, (model, _) in MODELS.items()}
+        self.labelers = {name: SequenceLabeler.load(model, cache_dir=CACHE_DIR, engine="torch") for name, (model, _) in MODELS.items()}
         self.tests = {name: list(read_labelled(test).sequences) for name, (_, test) in MODELS.items()}
         conll = self.labelers["conll"]
         train = list(read_labelled(TRAIN_FILE).sequences)[:train_sequences]
@@ -138,7 +138,7 @@ t0 = time.perf_counter()
 import torch; torch.set_num_threads(1)
 from textorch.data.readers import read_labelled
 from textorch.tagging.labeler import SequenceLabeler
-labeler = SequenceLabeler.load(sys.argv[1], cache_dir=sys.argv[3])
+labeler = SequenceLabeler.load(sys.argv[1], cache_dir=sys.argv[3], engine="torch")
 sequences = list(read_labelled(sys.argv[2]).sequences)
 started = time.perf_counter()
 labeler.predict(sequences, batch_size=32)

@@ -38,7 +38,7 @@ def int8_export(model: Path) -> Path | None:
         from textorch.onnx.engine import attach_onnx
         from textorch.tagging.labeler import SequenceLabeler
 
-        return attach_onnx(SequenceLabeler.load(model), model, quantized=True)
+        return attach_onnx(SequenceLabeler.load(model, engine="torch"), model, quantized=True)
 
 
 def compare_model(model: Path, test: Path, input_format: str | None) -> dict:

@@ -152,7 +152,7 @@ def _torch_pass(model: str, path: str, input_format: str, batch_size: int, cache
     from textorch.tagging.encoded import EncodedData
     from textorch.tagging.labeler import SequenceLabeler
 
-    labeler = SequenceLabeler.load(model, cache_dir=cache_dir)
+    labeler = SequenceLabeler.load(model, cache_dir=cache_dir, engine="torch")
     labeler.preload_crf_decoder()  # Numba's load is the process's start-up, not a stage
     clock.wrap(labeler, "encode", "encode")
     clock.wrap(EncodedData, "token_vectors", "chars")

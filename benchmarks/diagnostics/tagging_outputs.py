@@ -32,7 +32,7 @@ def dump(jobs: dict[str, tuple[str, str]], one_sequence: int) -> dict[str, list]
 
     outputs: dict[str, list] = {}
     for name, (model_dir, test_file) in jobs.items():
-        labeler = SequenceLabeler.load(model_dir)
+        labeler = SequenceLabeler.load(model_dir, engine="torch")
         sequences = list(read_labelled(test_file).sequences)
         routes = {"batch32": labeler.predict(sequences, batch_size=32),
                   "batch256": labeler.predict(sequences, batch_size=256),

@@ -104,7 +104,7 @@ def textorch_side(model_dir: Path, labels_path: Path, test_file: str, fmt: str, 
     started = time.perf_counter()
     convert_delft_model(model_dir, out, embeddings=str(delft_env.shared_embeddings()))
     convert_s = time.perf_counter() - started
-    labeler = SequenceLabeler.load(out)
+    labeler = SequenceLabeler.load(out, engine="torch")
     delft = json.loads(labels_path.read_text(encoding="utf-8"))
     features = None
     if labeler.n_features:

@@ -150,7 +150,7 @@ def textorch_side(args: argparse.Namespace) -> None:
     work = Path(args.work)
     expected = json.loads((work / "keras.json").read_text())
     out = convert_delft_model(args.model, work / "imported", str(work / "vectors.txt"))
-    labeler = SequenceLabeler.load(out)
+    labeler = SequenceLabeler.load(out, engine="torch")
     sequences = [TokenSequence(t, None, features=f if labeler.n_features else None)
                  for t, f in zip(expected["tokens"], expected["features"])]
     predicted = [p.labels for p in labeler.predict(sequences, with_scores=False)]

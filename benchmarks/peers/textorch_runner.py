@@ -194,7 +194,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def _load(model_dir: str, cache_dir: str | None) -> SequenceLabeler:
-    return SequenceLabeler.load(model_dir, cache_dir=cache_dir)
+    return SequenceLabeler.load(model_dir, cache_dir=cache_dir, engine="torch")
 
 
 def fresh_token_state(labeler: SequenceLabeler, cache_dir: str | None) -> None:
@@ -226,16 +226,16 @@ def fresh_token_state(labeler: SequenceLabeler, cache_dir: str | None) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from textorch.onnx.engine import check_engine, use_engine
+    from textorch.onnx.opening import EngineOptions, run_loaded
 
-    check_engine(args.engine, "cpu", args.quantized, args.onnx_dir)  # --quantized alone would be ignored
+    options = EngineOptions(args.engine, "cpu", args.precision, args.quantized, args.onnx_dir, torch.get_num_threads())
+    options.check()  # --quantized alone would be ignored
     started = time.perf_counter()
     labeler = _load(args.model, args.cache_dir)
     load_s = time.perf_counter() - started
-    labeler.precision = args.precision
     # Any export is made once, outside the timing: ONNX into --onnx-dir (the work dir), auto into
     # MODEL/onnx as `textorch serve` does.
-    used = use_engine(labeler, args.model, args.engine, args.quantized, args.onnx_dir, torch.get_num_threads())
+    used = run_loaded(labeler, args.model, options)
     if args.engine == "auto" and used != "auto":  # the rows would time PyTorch under another name
         raise SystemExit("--engine auto found no ONNX model to use (see the log)")
     # Steady state, as in a long tagging job or a server: the compiled CRF decoder is loaded

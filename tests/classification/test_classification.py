@@ -30,7 +30,7 @@ def test_every_architecture_trains_saves_and_reloads_identically(architecture: s
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]
     config = json.loads((target / "config.json").read_text())
     assert config["builder"] == "text_classifier.v1" and config["model"]["architecture"] == architecture
-    loaded = TextClassifier.load(target)
+    loaded = TextClassifier.load(target, engine="torch")  # the weights as saved, through the same network: bit for bit
     np.testing.assert_array_equal(loaded.predict_logits(texts), logits)
     assert loaded.evaluate(corpus) == scores
     assert loaded.classes == ["negative", "neutral", "positive"]
@@ -108,7 +108,7 @@ def test_n_fold_ensemble_is_one_model_directory(tmp_path: Path) -> None:
     np.testing.assert_allclose(predicted, geometric.numpy(), atol=1e-6)
     target = classifier.save(tmp_path / "ensemble")
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]
-    loaded = TextClassifier.load(target)
+    loaded = TextClassifier.load(target, engine="torch")  # bit for bit: the same network
     assert len(loaded.network.members) == 3
     np.testing.assert_array_equal(loaded.predict_logits(texts), classifier.predict_logits(texts))
     assert loaded.evaluate(corpus, member=2) == classifier.evaluate(corpus, member=2)
@@ -132,7 +132,7 @@ def test_multi_label_thresholds_are_tuned_and_saved(tmp_path: Path) -> None:
     predictions = classifier.predict([e.text for e in valid.examples])
     for p in predictions:
         assert p.labels == [c for c, t in zip(classifier.classes, classifier.thresholds) if p.scores[c] >= t]
-    loaded = TextClassifier.load(classifier.save(tmp_path / "m"))
+    loaded = TextClassifier.load(classifier.save(tmp_path / "m"), engine="torch")  # bit for bit: the same network
     np.testing.assert_array_equal(loaded.thresholds, classifier.thresholds)
     assert loaded.evaluate(valid) == classifier.evaluate(valid)
 
@@ -149,7 +149,7 @@ def test_pretrained_vectors_are_used_and_checked(tmp_path: Path) -> None:
     target = classifier.save(tmp_path / "m")
     assert json.loads((target / "config.json").read_text())["embeddings"]["dim"] == 6
     # The same LMDB cache cannot be opened twice in one process: hand the open store over.
-    loaded = TextClassifier.load(target, embeddings=embeddings)
+    loaded = TextClassifier.load(target, embeddings=embeddings, engine="torch")  # bit for bit: the same network
     texts = [e.text for e in corpus.examples]
     np.testing.assert_array_equal(loaded.predict_logits(texts), classifier.predict_logits(texts))
 

@@ -28,7 +28,7 @@ def test_train_from_a_file_or_a_corpus_is_the_commands_training(tmp_path: Path) 
     expected = by_command.predict_logits(texts)
     np.testing.assert_array_equal(by_file.predict_logits(texts), expected)
     np.testing.assert_array_equal(by_corpus.predict_logits(texts), expected)
-    np.testing.assert_array_equal(TextClassifier.load(tmp_path / "m").predict_logits(texts), expected)
+    np.testing.assert_array_equal(TextClassifier.load(tmp_path / "m", engine="torch").predict_logits(texts), expected)
 
 
 def test_classify_answers_the_servers_document(tmp_path: Path) -> None:

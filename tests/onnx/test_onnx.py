@@ -298,15 +298,16 @@ def test_onnx_engine_runs_rows_of_very_different_lengths_in_groups(tmp_path: Pat
 def test_auto_engine_runs_small_calls_in_onnx_runtime_and_large_ones_in_pytorch(
     tmp_path: Path, tiny_grobid: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from textorch.onnx.engine import AutoRunner, attach_auto
+    from textorch.onnx.engine import AutoRunner
+    from textorch.onnx.opening import EngineOptions, run_loaded
 
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF_FEATURES")
     sequences = read_labelled(tiny_grobid).sequences
     expected = labeler.predict(sequences, batch_size=8)
     model = tmp_path / "model"
     labeler.save(model)
-    assert attach_auto(labeler, model) == model / "onnx"
-    assert isinstance(labeler.runner, AutoRunner)
+    assert run_loaded(labeler, model, EngineOptions()) == "auto"  # the default engine
+    assert isinstance(labeler.runner, AutoRunner) and (model / "onnx" / "model.onnx").is_file()
     graph_calls: list[int] = []
     run = labeler.runner.onnx_runner.run
     monkeypatch.setattr(labeler.runner.onnx_runner, "run",
@@ -325,14 +326,14 @@ def test_auto_engine_keeps_pytorch_where_onnx_runtime_cannot_serve(
     tmp_path: Path, tiny_grobid: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     import textorch.onnx.engine as engine
+    from textorch.onnx.opening import EngineOptions, run_loaded
 
     labeler = _trained(tmp_path, tiny_grobid, "BidLSTM_CRF")
     model = tmp_path / "model"
     labeler.save(model)
     expected = labeler.predict(read_labelled(tiny_grobid).sequences[:4])
-    with caplog.at_level("INFO", logger="textorch.onnx.engine"):
-        labeler.precision = "bf16"
-        assert engine.attach_auto(labeler, model) is None and labeler.runner is None
+    with caplog.at_level("INFO", logger="textorch.onnx.opening"):
+        assert run_loaded(labeler, model, EngineOptions(precision="bf16")) == "pytorch" and labeler.runner is None
     labeler.precision = "fp32"
     assert "--precision bf16 runs in PyTorch" in caplog.text
 
@@ -341,7 +342,7 @@ def test_auto_engine_keeps_pytorch_where_onnx_runtime_cannot_serve(
 
     monkeypatch.setattr(engine, "export_model", broken_export)
     caplog.clear()
-    assert engine.attach_auto(labeler, model) is None
+    assert run_loaded(labeler, model, EngineOptions()) == "pytorch"
     assert labeler.runner is None
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "exporter exploded" in warnings[0]

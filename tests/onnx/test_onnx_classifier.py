@@ -175,12 +175,12 @@ def test_cli_classify_and_eval_with_the_onnx_engine(tmp_path: Path, capsys: pyte
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS[:-2]) + "\n", encoding="utf-8")
     documents = {}
-    for engine in (["--engine", "torch"], ["--engine", "onnx"], ["--engine", "onnx", "--quantized"], ["--engine", "auto"]):
+    for engine in (["--engine", "torch"], ["--engine", "onnx"], ["--engine", "onnx", "--quantized"], ["--engine", "auto"], []):
         out = tmp_path / f"out{len(documents)}.json"
         assert main(["cls", "classify", "--model", str(model), "--input", str(texts), "--output", str(out), *engine]) == 0
         documents[" ".join(engine)] = json.loads(out.read_text())["classifications"]
     torch_records = documents["--engine torch"]
-    for other in ("--engine onnx", "--engine auto"):
+    for other in ("--engine onnx", "--engine auto", ""):  # "": no --engine, the default (auto)
         assert [r["labels"] for r in documents[other]] == [r["labels"] for r in torch_records]
         for a, b in zip(torch_records, documents[other]):
             assert b["scores"] == pytest.approx(a["scores"], abs=1e-4)
@@ -192,7 +192,8 @@ def test_cli_classify_and_eval_with_the_onnx_engine(tmp_path: Path, capsys: pyte
     from textorch.onnx.engine import OnnxClassifierRunner
 
     assert isinstance(TextClassifier.load(model, engine="auto").runner, OnnxClassifierRunner)  # the API's --engine
-    assert TextClassifier.load(model).runner is None
+    assert isinstance(TextClassifier.load(model).runner, OnnxClassifierRunner)  # auto is the default
+    assert TextClassifier.load(model, engine="torch").runner is None
     assert (model / "onnx" / "model.int8.onnx").is_file()  # --quantized re-exported with int8
     metrics = {}
     for engine in ("torch", "onnx"):
@@ -216,9 +217,10 @@ def test_stale_export_is_redone_and_read_only_models_export_elsewhere(tmp_path: 
     corpus = ClsCorpus(tiny_examples())
     model = _train(corpus, "gru_simple").save(tmp_path / "model")
     old_export = tmp_path / "exported"
-    assert attach_onnx(TextClassifier.load(model), model, old_export) == old_export
+    # Loaded in PyTorch alone (the default, auto, would export into model/onnx itself): the runner is attached here.
+    assert attach_onnx(TextClassifier.load(model, engine="torch"), model, old_export) == old_export
     _train(corpus, "gru_simple", hidden=6).save(model)  # new weights (saving removes model/onnx)
-    reloaded = TextClassifier.load(model)
+    reloaded = TextClassifier.load(model, engine="torch")
     expected = reloaded.predict(TEXTS)
     with pytest.raises(ModelFormatError, match="other weights"):
         attach_onnx(reloaded, model, old_export)  # an explicit directory is never replaced
@@ -235,5 +237,5 @@ def test_stale_export_is_redone_and_read_only_models_export_elsewhere(tmp_path: 
         return original(predictor, output, quantize, source_dir)
 
     monkeypatch.setattr(engine, "export_model", refuse_model_dir)
-    directory = attach_onnx(TextClassifier.load(model), model, quantized=True)
+    directory = attach_onnx(TextClassifier.load(model, engine="torch"), model, quantized=True)
     assert not directory.is_relative_to(model) and (directory / "model.int8.onnx").is_file()

@@ -95,8 +95,9 @@ def test_every_cpu_door_decodes_with_the_one_cpu_decoder(tmp_path_factory, grobi
     model = _saved(tmp_path_factory, grobid_file, architecture)
     sequences = read_labelled(grobid_file).sequences
     doors = {
-        "PyTorch, batches": lambda: SequenceLabeler.load(model).predict(sequences, batch_size=8),
-        "PyTorch, one sequence": lambda: SequenceLabeler.load(model).predict(sequences[:1]),
+        "PyTorch, batches": lambda: SequenceLabeler.load(model, engine="torch").predict(sequences, batch_size=8),
+        "PyTorch, one sequence": lambda: SequenceLabeler.load(model, engine="torch").predict(sequences[:1]),
+        "the default (auto)": lambda: SequenceLabeler.load(model).predict(sequences[:1]),
         "ONNX engine": lambda: SequenceLabeler.load(model, engine="onnx").predict(sequences, batch_size=8),
         "without PyTorch": lambda: OnnxTagger.open(model).predict(sequences, batch_size=8),
     }
@@ -140,7 +141,7 @@ def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tm
     shutil.copytree(_saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE"), model)
     with pytest.raises(NotServed, match="int8"):
         OnnxTagger.open(model, quantized=True)  # exported without --quantize
-    labeler = SequenceLabeler.load(model)
+    labeler = SequenceLabeler.load(model, engine="torch")
     attach_onnx(labeler, model, quantized=True)  # what --engine onnx --quantized does: export again, with int8
     description_file = model / "onnx" / DESCRIPTION_FILE
     assert json.loads(description_file.read_text())["int8_revision"] == 2
@@ -157,7 +158,7 @@ def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tm
     for a, b in zip(one_graph, int8):
         np.testing.assert_allclose(b.scores, a.scores, atol=1e-3)
     exported_at = description_file.stat().st_mtime_ns
-    attach_onnx(SequenceLabeler.load(model), model, quantized=True)
+    attach_onnx(SequenceLabeler.load(model, engine="torch"), model, quantized=True)
     assert description_file.stat().st_mtime_ns == exported_at  # a current int8 export is not made again
 
     older = {k: v for k, v in json.loads(description_file.read_text()).items() if k != "int8_revision"}
@@ -167,7 +168,7 @@ def test_int8_runs_the_int8_split_network_and_older_int8_files_are_made_again(tm
         OnnxTagger.open(model, quantized=True)
     assert Path(OnnxTagger.open(model, export_dir=model / "onnx", quantized=True).session._model_path).name == \
         "model.int8.onnx"  # a directory the user names runs as it is: its one int8 graph
-    attach_onnx(SequenceLabeler.load(model), model, quantized=True)
+    attach_onnx(SequenceLabeler.load(model, engine="torch"), model, quantized=True)
     assert json.loads(description_file.read_text())["int8_revision"] == 2
 
 
@@ -283,24 +284,23 @@ def test_a_graph_onnx_runtime_cannot_load_is_not_served_and_the_command_still_ta
     (None, True, True), (None, False, False), ("", True, False), ("-1", True, False), ("0", True, True)])
 def test_device_auto_leaves_a_visible_gpu_to_pytorch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                     visible: str | None, driver: bool, expected: bool) -> None:
-    import argparse
-
-    from textorch.cli import export
+    from textorch.onnx import opening
 
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    real_path = export.Path
+    real_path = opening.Path
     fake = {"/proc/driver/nvidia/gpus": tmp_path / "gpus", "/dev/kfd": tmp_path / "kfd"}
     (tmp_path / "gpus").mkdir()
     if driver:
         (tmp_path / "gpus" / "0000:00:01.0").mkdir()
-    monkeypatch.setattr(export, "Path", lambda p: real_path(fake.get(str(p), p)))
-    assert export.gpu_visible() is expected
-    args = argparse.Namespace(engine="onnx", precision="fp32", device="auto", quantized=False, onnx_dir=None)
-    if expected:  # PyTorch decides (and refuses --engine onnx on the GPU), before any model is read
-        assert export.torch_free_tagger(args) is None
+    monkeypatch.setattr(opening, "Path", lambda p: real_path(fake.get(str(p), p)))
+    assert opening.gpu_visible() is expected
+    for engine in ("onnx", "auto"):
+        blocker = opening.torch_free_blocker(opening.EngineOptions(engine, device="auto"))
+        # A visible GPU: PyTorch decides (and refuses --engine onnx there), before any model is read.
+        assert (blocker is not None and "GPU" in blocker) if expected else blocker is None
 
 
 def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_unwraps(tmp_path_factory,
@@ -316,7 +316,7 @@ def test_the_pytorch_stage_diagnostic_times_every_stage_writes_the_labels_and_un
     unwrapped = (EncodedData.batch, EncodedData.token_vectors, CRF.best_paths_with_confidence, cpu_decoder.crf_paths)
     model = _saved(tmp_path_factory, grobid_file, "BidLSTM_CRF_FEATURES_TEMPLATE")
     sequences = read_labelled(grobid_file).sequences
-    plain = SequenceLabeler.load(model).predict(sequences, batch_size=4, with_scores=False)
+    plain = SequenceLabeler.load(model, engine="torch").predict(sequences, batch_size=4, with_scores=False)
     expected = "".join(grobid_block(s, p.labels) for s, p in zip(sequences, plain))
     times, digest, tokens = one_pass(str(model), str(grobid_file), "torch", "grobid", batch_size=4)
     assert set(times) == set(STAGES) and all(seconds >= 0 for seconds in times.values())

@@ -118,7 +118,8 @@ def test_models_health_and_openapi(client: httpx.Client) -> None:
     assert set(models) == {"ner", "date", "sentiment"}
     assert models["ner"]["labels"] == ["LOC", "PER"] and models["ner"]["architecture"] == "BidLSTM_CRF"
     assert models["date"]["n_features"] == 4 and models["date"]["uses_features"] is True
-    assert {k: models["ner"][k] for k in ("kind", "device", "engine")} == {"kind": "tagger", "device": "cpu", "engine": "pytorch"}
+    # The default engine: ONNX Runtime for small calls, exported into the model directory on first use.
+    assert {k: models["ner"][k] for k in ("kind", "device", "engine")} == {"kind": "tagger", "device": "cpu", "engine": "auto"}
     health = client.get("/health").json()
     assert models["sentiment"]["kind"] == "classifier" and models["sentiment"]["labels"] == ["negative", "neutral", "positive"]
     assert health["status"] == "ok" and health["models"] == ["ner", "date", "sentiment"]

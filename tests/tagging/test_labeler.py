@@ -32,10 +32,14 @@ def test_save_load_gives_identical_predictions(tiny_grobid: Path, tmp_path: Path
     before = labeler.predict(corpus.sequences)
     target = labeler.save(tmp_path / "model")
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "history.csv", "history.json", "learning-curves.png", "model.safetensors", "vocab.json"]
-    loaded = SequenceLabeler.load(target)
+    loaded = SequenceLabeler.load(target, engine="torch")  # the weights as saved, through the same network
     after = loaded.predict(corpus.sequences)
     assert [p.labels for p in before] == [p.labels for p in after]
     assert [p.scores for p in before] == [p.scores for p in after]
+    by_default = SequenceLabeler.load(target).predict(corpus.sequences)  # auto: this small call in ONNX Runtime
+    assert [p.labels for p in by_default] == [p.labels for p in before]
+    assert [p.scores for p in by_default] == [pytest.approx(p.scores, abs=1e-4) for p in before]
+    (target / "onnx").rename(tmp_path / "export")  # the export made on that first use, kept out of the listing
     config = json.loads((target / CONFIG_FILE).read_text())
     assert config["format_version"] == 1
     assert config["model"]["architecture"] == architecture

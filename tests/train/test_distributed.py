@@ -319,9 +319,12 @@ def _env(mark: str) -> dict:
 
     torch keeps a compiler cache folder in the temporary directory (created when fused Adam
     imports its compiler), made once and kept across runs on purpose: it goes where it would
-    go for this test process, not into the run's scratch TMPDIR that must stay empty."""
+    go for this test process, not into the run's scratch TMPDIR that must stay empty. ONNX Runtime
+    (the default engine's) writes its telemetry session file ``TMPDIR/.ses`` at every session
+    unless ``ORT_DISABLE_TELEMETRY`` is set: set here, so that the check sees textorch's leftovers."""
     inductor_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(Path(tempfile.gettempdir()) / "torchinductor_textorch_tests")
-    return {**os.environ, "TEXTORCH_TEST_MARK": mark, "PYTHONPATH": str(REPO), "TORCHINDUCTOR_CACHE_DIR": inductor_cache}
+    return {**os.environ, "TEXTORCH_TEST_MARK": mark, "PYTHONPATH": str(REPO), "TORCHINDUCTOR_CACHE_DIR": inductor_cache,
+            "ORT_DISABLE_TELEMETRY": "1"}
 
 
 def _processes_with(mark: str) -> list[int]:
@@ -390,13 +393,15 @@ def test_tag_and_eval_with_2_devices_equal_1_device(cli_model: Path, tmp_path: P
     """Byte for byte (but for date and runtime), given the same CPU threads per process.
 
     Torch's CPU kernels (the LSTM's among them) round differently with another thread
-    count, which moves the 6th decimal of some scores; so both runs use one thread each.
+    count, which moves the 6th decimal of some scores; so both runs use one thread each. Both
+    run PyTorch (``--engine torch``): by default one process takes the torch-free tagger and two
+    take the labeler's runners, whose CRF decoders agree to 1e-4 (tests/onnx), not byte for byte.
     """
     text = tmp_path / "in.txt"
     lines = [" ".join(token for token, _ in _sentence(i)) + (" ." if i % 3 else "") for i in range(13)]
     text.write_text("\n".join(lines[:6] + [""] + lines[6:]) + "\n", encoding="utf-8")
     one = tmp_path / "one.json"
-    common = ["--model", str(cli_model), "--input", str(text), "--batch-size", "2", "--threads", "1"]
+    common = ["--model", str(cli_model), "--input", str(text), "--batch-size", "2", "--threads", "1", "--engine", "torch"]
     assert main(["seq", "tag", *common, "--output", str(one)]) == 0
     two = _cli(["seq", "tag", *common, "--devices", "2"])
     assert len(json.loads(two.stdout)["texts"]) == 14
@@ -412,7 +417,7 @@ def test_tag_and_eval_with_2_devices_equal_1_device(cli_model: Path, tmp_path: P
     gold = tmp_path / "gold.conll"
     _write_conll(gold, 11, start=40, extra_label=True)
     metrics = {n: tmp_path / f"eval{n}.json" for n in (1, 2)}
-    common = ["--model", str(cli_model), "--test", str(gold), "--batch-size", "3", "--threads", "1"]
+    common = ["--model", str(cli_model), "--test", str(gold), "--batch-size", "3", "--threads", "1", "--engine", "torch"]
     assert main(["seq", "eval", *common, "--metrics-json", str(metrics[1])]) == 0
     _cli(["seq", "eval", *common, "--metrics-json", str(metrics[2]), "--devices", "2"])
     assert metrics[2].read_bytes() == metrics[1].read_bytes()

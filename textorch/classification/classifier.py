@@ -39,6 +39,7 @@ from textorch.eval.cls_metrics import ClassCounts
 from textorch.models.cpu_routes import FAST, decide
 from textorch.models.inference_batches import inference_batches
 from textorch.models.costs import batch_precision
+from textorch.onnx.opening import DEFAULT_ENGINE, EngineOptions, run_loaded
 from textorch.runtime.precision import inference_autocast
 from textorch.classification.classify_files import texts_document
 from textorch.classification.config import TASK, TRANSFORMER_BUILDER, ClsDataConfig, ClsModelConfig
@@ -92,8 +93,8 @@ class TextClassifier:
         self.history: TrainingHistory | None = None
         """What ``save`` writes as history.json / history.csv / learning-curves.png; set by ``fit``."""
         self.runner = None
-        """Alternative runner of the whole ensemble, ``runner.logits(batch)`` (``--engine onnx``, see
-        :mod:`textorch.onnx.engine`); None runs the PyTorch network. Single members (training,
+        """Alternative runner of the whole ensemble, ``runner.logits(batch)`` (``--engine onnx|auto``,
+        set by :mod:`textorch.onnx.opening`); None runs the PyTorch network. Single members (training,
         validation) always run in PyTorch."""
         self.precision = "fp32"
         """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
@@ -161,6 +162,7 @@ class TextClassifier:
         all processes in turn.
         """
         ctx = ctx or DistContext()
+        self.runner = None  # an ONNX runner holds the export of the weights before: training runs in PyTorch
         k = self.model_config.fold_count
 
         def checkpointer(i: int) -> Checkpointer | None:
@@ -356,17 +358,18 @@ class TextClassifier:
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device | str = "cpu", embeddings: object | None = None,
-             cache_dir: str | Path | None = None, engine: str = "torch") -> "TextClassifier":
+             cache_dir: str | Path | None = None, engine: str = DEFAULT_ENGINE) -> "TextClassifier":
         """Rebuild from ``config.json`` with the builder it names, then load the weights.
-        ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
-        ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
-        from textorch.onnx.engine import check_engine, use_engine
-
-        check_engine(engine, device)  # a wrong engine is refused before anything is read
+        ``engine``: what runs the network, as the commands' ``--engine`` (:mod:`textorch.onnx.opening`):
+        by default ``auto``, every call in ONNX Runtime on the CPU (exported into ``MODEL/onnx``
+        on first use); ``torch`` for PyTorch alone (``fit`` always trains in PyTorch; a model
+        whose weights you change otherwise, load it with ``torch``)."""
+        options = EngineOptions(engine, device)
+        options.check()  # a wrong engine is refused before anything is read
         saved = read_classifier_dir(directory, embeddings, cache_dir)
         classifier = cls(saved.model_config, saved.data_config, saved.classes, saved.multi_label, saved.network,
                          saved.text_encoder, saved.embeddings, saved.transformer_parts, device)
         classifier.thresholds, classifier.member_thresholds = saved.thresholds, saved.member_thresholds
-        use_engine(classifier, directory, engine)
+        run_loaded(classifier, directory, options)
         return classifier
 

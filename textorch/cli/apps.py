@@ -17,6 +17,7 @@ from pathlib import Path
 from textorch.cli.commands import group_help
 from textorch.tagging import presets as apps
 from textorch.cli import seq
+from textorch.cli.export import add_engine_options, opened_tagger
 from textorch.cli.run_options import fold_parallel_option, incremental_input, refuse_output_over_input
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns
 from textorch.data.corpus import Corpus
@@ -69,10 +70,8 @@ def _evaluate(model_dir: str, path: str, input_format: str, args: argparse.Names
     from textorch.eval.entity_report import format_report
     from textorch.runtime.progress import TaggingProgress
     from textorch.tagging import tag_files, training
-    from textorch.tagging.labeler import SequenceLabeler
 
-    with session(args.device, args.threads) as (ctx, device):
-        labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
+    with opened_tagger(args, model_dir, predict_only=False) as (ctx, labeler):
         _, sequences = stream_labelled(path, input_format)
         if args.max_sequences > 0:
             sequences = islice(sequences, args.max_sequences)
@@ -127,11 +126,8 @@ def _grobid(args: argparse.Namespace) -> int:
 
 
 def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
-    from textorch.tagging.labeler import SequenceLabeler
-
     refuse_output_over_input(args.input, args.tag_output, "--tag-output")
-    with session(args.device, args.threads) as (ctx, device):
-        labeler = SequenceLabeler.load(model_dir, device=device, cache_dir=args.cache_dir)
+    with opened_tagger(args, model_dir, predict_only=True) as (ctx, labeler):
         labels_as = labeler.input_format if args.input_format != "text" else None  # token input: per-token labels too
         seq.tag_streamed(args, ctx, labeler, args.input_format, "json", args.tag_output, Path(model_dir).name, 32,
                          with_scores=True, labels_as=labels_as)
@@ -198,6 +194,7 @@ def register(groups: argparse._SubParsersAction) -> None:
                           "GROBID's CRF features inside the BiLSTM-CRF, with rules that follow the data's size; "
                           "a DeLFT name trains with DeLFT's settings")
     seq.add_streaming_options(p.add_argument_group("tag and eval"))
+    add_engine_options(p, with_precision=False)  # --precision is training's option, read by tag and eval too
     p.set_defaults(run=_grobid, format="grobid")
 
     p = groups.add_parser("ner", help=group_help("ner"),
@@ -214,4 +211,5 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--max-sequences", type=int, default=0, metavar="N", help="read only the first N sentences of each file (quick trials; default: all)")
     _training_options(p, "DeLFT's value for the architecture, see docs/applications.md")
     seq.add_streaming_options(p.add_argument_group("eval"))
+    add_engine_options(p, with_precision=False)  # --precision is training's option, read by eval too
     p.set_defaults(run=_ner, format="conll")

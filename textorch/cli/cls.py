@@ -9,8 +9,8 @@ from pathlib import Path
 from textorch.cli.commands import group_help
 from textorch.cli.config_options import add_config_options, config_from_args
 from textorch.classification import classify_files, training
-from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
-from textorch.cli.export import add_engine_options, apply_engine_options
+from textorch.classification.classifier import ClsDataConfig, ClsModelConfig
+from textorch.cli.export import add_engine_options, opened_classifier
 from textorch.cli.run_options import (
     add_run_options,
     add_fold_parallel_option,
@@ -111,9 +111,7 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     check_at_least_one(args, "batch_size")
-    with session(args.device, args.threads) as (ctx, device):
-        classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
-        apply_engine_options(args, classifier)
+    with opened_classifier(args) as (ctx, classifier):
         overrides = {"format": args.format, "text_column": args.text_column, "header": args.header,
                      "label_columns": tuple(args.label_columns or ())}
         with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
@@ -129,9 +127,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _classify(args: argparse.Namespace) -> int:
     check_at_least_one(args, "batch_size")
     refuse_output_over_input(args.input, args.output)
-    with session(args.device, args.threads) as (ctx, device):
-        classifier = TextClassifier.load(args.model, device=device, cache_dir=args.cache_dir)
-        apply_engine_options(args, classifier)
+    with opened_classifier(args) as (ctx, classifier):
         examples = classify_files.stream_for_classification(args.input, args.input_format, classifier)
         progress = TaggingProgress("classifying", ctx.shows_progress and not args.quiet)
         with progress, staged_output(args.output, write=ctx.is_main) as staged:

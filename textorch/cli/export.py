@@ -1,14 +1,19 @@
 """``textorch export onnx --model DIR``: the ONNX graph and plain-JSON data of a tagger or classifier,
-and the ``--engine`` options of the commands that run a saved model."""
+and the ``--engine`` options of the commands that run a saved model, handed to the owner of the
+engine choice (:mod:`textorch.onnx.opening`, through the task openers)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from textorch.cli.commands import group_help
+from textorch.onnx.opening import DEFAULT_ENGINE, ENGINES, EngineOptions
+from textorch.train.dist import DistContext, session
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +29,11 @@ def load_saved_model(directory: str | Path, device: str = "cpu", cache_dir: str 
     if task == "sequence_labelling":
         from textorch.tagging.labeler import SequenceLabeler
 
-        return SequenceLabeler.load(directory, device=device, cache_dir=cache_dir)
+        return SequenceLabeler.load(directory, device=device, cache_dir=cache_dir, engine="torch")
     if task == "text_classification":
         from textorch.classification.classifier import TextClassifier
 
-        return TextClassifier.load(directory, device=device, cache_dir=cache_dir)
+        return TextClassifier.load(directory, device=device, cache_dir=cache_dir, engine="torch")
     raise ModelFormatError(f"{directory}: cannot export a model of task {task!r}")
 
 
@@ -64,72 +69,63 @@ def _export_delft_layout(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = True, engine: str = "torch") -> None:
-    """``--engine``/``--onnx-dir``/``--quantized``/``--precision`` for commands that run a saved model."""
+def add_engine_options(parser: argparse.ArgumentParser, with_onnx_dir: bool = True, with_precision: bool = True) -> None:
+    """``--engine``/``--onnx-dir``/``--quantized``/``--precision`` for commands that run a saved model
+    (``with_precision=False``: a command that has ``--precision`` already, training's, which
+    tagging then reads too)."""
     group = parser.add_argument_group("inference engine")
-    group.add_argument("--engine", default=engine, choices=["torch", "onnx", "auto"],
-                       help="run the network with PyTorch or ONNX Runtime (CPU; exports into MODEL/onnx when absent); "
-                            "auto: ONNX Runtime where it is faster (a tagger's calls of up to 1,024 tokens, every "
-                            "call of a classifier; no transformer, CPU, fp32, onnxruntime installed), PyTorch "
-                            "otherwise; 'seq tag' with onnx or auto and a current export runs without importing "
-                            f"PyTorch (default: {engine})")
+    group.add_argument("--engine", default=DEFAULT_ENGINE, choices=list(ENGINES),
+                       help="auto: ONNX Runtime where it is faster (a tagger's calls of up to 1,024 tokens, every "
+                            "call of a classifier; tagging a file with a current export in MODEL/onnx runs without "
+                            "importing PyTorch), exported into MODEL/onnx on first use; PyTorch on a GPU, with "
+                            "--precision bf16, for transformers, or where the export fails (logged). torch: PyTorch "
+                            "only. onnx: ONNX Runtime for every call (CPU; exports into MODEL/onnx when absent) "
+                            f"(default: {DEFAULT_ENGINE})")
     if with_onnx_dir:
         group.add_argument("--onnx-dir", default=None, metavar="DIR",
                            help="ONNX export to use with --engine onnx (default: MODEL/onnx)")
     group.add_argument("--quantized", action="store_true",
                        help="with --engine onnx: use the int8 model (dynamic quantisation)")
-    group.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
-                       help="with --engine torch (or auto, which then runs every call in PyTorch): fp32 (exact) or bf16 autocast, faster on CPUs with native "
-                            "bfloat16 (AVX512-BF16, AMX) and on GPUs; labels may differ slightly (default: fp32)")
+    if with_precision:
+        group.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                           help="with --engine torch (or auto, which then runs every call in PyTorch): fp32 (exact) or "
+                                "bf16 autocast, faster on CPUs with native bfloat16 (AVX512-BF16, AMX) and on GPUs; "
+                                "labels may differ slightly (default: fp32)")
 
 
-def apply_engine_options(args: argparse.Namespace, predictor) -> None:
-    """Switch a loaded tagger or classifier to ONNX Runtime, or to bf16, when the options ask for it."""
-    from textorch.runtime.precision import check_inference_precision
-    from textorch.onnx.engine import check_engine, use_engine
-
-    engine, export_dir, quantized = getattr(args, "engine", "torch"), getattr(args, "onnx_dir", None), args.quantized
-    check_engine(engine, predictor.device, quantized, export_dir)  # before --precision's own checks
-    check_inference_precision(args.precision, predictor.device, engine)
-    predictor.precision = args.precision
-    use_engine(predictor, args.model, engine, quantized, export_dir, args.threads)
+def engine_options(args: argparse.Namespace, device: object | None = None) -> EngineOptions:
+    """The engine options a command line gave (``device``: the session's, once resolved)."""
+    return EngineOptions(getattr(args, "engine", DEFAULT_ENGINE), args.device if device is None else device,
+                         args.precision, args.quantized,
+                         getattr(args, "onnx_dir", None), args.threads)
 
 
-def gpu_visible() -> bool:
-    """Whether this process may see a GPU, judged without importing torch (a second of start-up):
-    ``CUDA_VISIBLE_DEVICES`` empty or -1 hides them; otherwise an NVIDIA driver's GPU list or
-    ROCm's device node says there is one."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return False
-    nvidia = Path("/proc/driver/nvidia/gpus")
-    return (nvidia.is_dir() and any(nvidia.iterdir())) or Path("/dev/kfd").exists()
+@contextmanager
+def opened_tagger(args: argparse.Namespace, model_dir: str, predict_only: bool) -> Iterator[tuple[DistContext, Any]]:
+    """The tagger of ``model_dir`` as the command line asks, in the place it runs: the torch-free
+    tagger in this one process where :mod:`textorch.onnx.opening` takes it (``predict_only``),
+    else the ``SequenceLabeler`` inside the PyTorch session (threads, device, process group)."""
+    from textorch.tagging.opening import open_tagger, torch_free_tagger
+
+    options = engine_options(args)
+    tagger = torch_free_tagger(model_dir, options, cache_dir=args.cache_dir) if predict_only else None
+    if tagger is not None:
+        yield DistContext(), tagger
+        return
+    options.check()  # before the session takes a device
+    with session(options.session_device(), args.threads) as (ctx, device):
+        yield ctx, open_tagger(model_dir, engine_options(args, device), cache_dir=args.cache_dir).predictor
 
 
-def torch_free_tagger(args: argparse.Namespace):
-    """With ``--engine onnx`` or ``auto``, the :class:`~textorch.tagging.onnx_tagger.OnnxTagger` that
-    runs the model's current export without importing PyTorch (a second or more of start-up, and
-    faster than PyTorch on every whole file measured); None where it cannot (several processes,
-    ``--precision bf16``, ``--device cuda``, no current export...): the command then loads the
-    ``SequenceLabeler``, which exports first where needed."""
-    if getattr(args, "engine", "torch") not in ("onnx", "auto") or args.precision != "fp32" or args.device == "cuda":
-        return None
-    if args.device == "auto" and gpu_visible():
-        return None  # --device auto takes the GPU, through PyTorch (and --engine onnx is refused there)
-    if args.engine == "auto" and (args.quantized or args.onnx_dir):
-        return None  # refused by the engine's own checks, on the SequenceLabeler's path
-    from textorch.tagging.onnx_tagger import NotServed, OnnxTagger
-    from textorch.train.dist import context_from_env
+@contextmanager
+def opened_classifier(args: argparse.Namespace) -> Iterator[tuple[DistContext, Any]]:
+    """The classifier of ``--model`` as the command line asks, inside the PyTorch session."""
+    from textorch.classification.opening import open_classifier
 
-    if context_from_env().world_size > 1:
-        return None
-    try:
-        tagger = OnnxTagger.open(args.model, args.onnx_dir, args.quantized, args.cache_dir, args.threads)
-    except NotServed as why:
-        logger.info("%s: loading it with PyTorch (%s)", args.model, why)
-        return None
-    logger.info("%s runs with ONNX Runtime from its export, without PyTorch", args.model)
-    return tagger
+    options = engine_options(args)
+    options.check()  # before the session takes a device
+    with session(options.session_device(), args.threads) as (ctx, device):
+        yield ctx, open_classifier(args.model, engine_options(args, device), cache_dir=args.cache_dir).predictor
 
 
 def register(groups: argparse._SubParsersAction) -> None:

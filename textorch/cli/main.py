@@ -70,8 +70,6 @@ def _run_command(argv: list[str] | None) -> int:
     _configure_logging(args.verbose)
     if args.tune_allocator:  # a process setting: asked for, never the default
         keep_freed_memory()
-    if getattr(args, "engine", "torch") == "onnx" and getattr(args, "device", None) == "auto":
-        args.device = "cpu"  # ONNX Runtime runs on the CPU here: "auto" must not pick a GPU for it
     from textorch.train import launch
 
     try:

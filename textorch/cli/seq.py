@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -36,7 +35,7 @@ from textorch.cli.run_options import (
     refuse_output_over_input,
 )
 from textorch.cli.config_options import add_config_options, config_from_args
-from textorch.cli.export import add_engine_options, apply_engine_options, torch_free_tagger
+from textorch.cli.export import add_engine_options, opened_tagger
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``seq train``; the ``grobid`` and ``ner`` commands take the same ones.
@@ -82,12 +81,9 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from textorch.tagging import training
-    from textorch.tagging.labeler import SequenceLabeler
 
     check_at_least_one(args, "batch_size")
-    with session(args.device, args.threads) as (ctx, device):
-        labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
-        apply_engine_options(args, labeler)
+    with opened_tagger(args, args.model, predict_only=False) as (ctx, labeler):
         _, sequences = stream_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
         chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
         with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
@@ -102,10 +98,7 @@ def _tag(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     check_at_least_one(args, "batch_size")
     refuse_output_over_input(args.input, args.output)
-    onnx_tagger = torch_free_tagger(args)
-    place = nullcontext((DistContext(), None)) if onnx_tagger is not None else session(args.device, args.threads)
-    with place as (ctx, device):
-        labeler = onnx_tagger or _loaded_labeler(args, device)
+    with opened_tagger(args, args.model, predict_only=True) as (ctx, labeler):
         load_s = time.perf_counter() - started
         output_format = "json" if args.input_format == "text" else args.input_format
         run = tag_streamed(args, ctx, labeler, args.input_format, output_format, args.output, Path(args.model).name,
@@ -113,14 +106,6 @@ def _tag(args: argparse.Namespace) -> int:
     if ctx.is_main and args.stats_json:
         write_report(args.stats_json, json.dumps(run.stats(load_s), indent=2) + "\n", "--stats-json")
     return 0
-
-
-def _loaded_labeler(args: argparse.Namespace, device: object) -> SequenceLabeler:
-    from textorch.tagging.labeler import SequenceLabeler
-
-    labeler = SequenceLabeler.load(args.model, device=device, cache_dir=args.cache_dir)
-    apply_engine_options(args, labeler)
-    return labeler
 
 
 def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLabeler | OnnxTagger, input_format: str, output_format: str,

@@ -6,7 +6,7 @@ import argparse
 import logging
 
 from textorch.cli.commands import group_help
-from textorch.cli.export import add_engine_options
+from textorch.cli.export import add_engine_options, engine_options
 from textorch.serve.config import ServerConfig
 
 logger = logging.getLogger(__name__)
@@ -26,8 +26,11 @@ def _serve(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     sock = listening_socket(config)  # a port in use is said first, not after loading and "serving"
     try:
-        models = load_models(args.model, resolve_device(args.device, DistContext()), args.cache_dir,
-                             engine=args.engine, quantized=args.quantized, threads=args.threads, precision=args.precision)
+        options = engine_options(args)
+        options.check()  # before a device is taken
+        device = resolve_device(options.session_device(), DistContext())
+        models = load_models(args.model, device, args.cache_dir, engine=args.engine, quantized=args.quantized,
+                             threads=args.threads, precision=args.precision)
         logger.info("serving %s on http://%s:%d (batch window %g ms, max batch %d)", ", ".join(models), config.host,
                     sock.getsockname()[1], config.batch_window_ms, config.max_batch_size)
         serve_forever(create_app(models, config), config, log_level="debug" if args.verbose else "info", sock=sock)
@@ -60,7 +63,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
                         help="compute device; auto: a GPU when one is visible, else the CPU (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch or ONNX Runtime (default: their choice)")
-    add_engine_options(p, with_onnx_dir=False, engine="auto")  # a server's requests are small
+    add_engine_options(p, with_onnx_dir=False)
     p.add_argument("--cache-dir", default=None, help="textorch's cache root, holding embeddings/ and delft-imports/ "
                         "(default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch)")
     p.set_defaults(run=_serve, handles_sigterm=True)  # uvicorn stops gracefully on SIGTERM

@@ -1,15 +1,18 @@
-"""ONNX Runtime as the network runner of a tagger or a classifier (``--engine onnx``).
+"""ONNX Runtime as the network runner of a loaded tagger or classifier: the runners, and the
+export they run (made, found, or made again).
 
-Only the network runs in ONNX Runtime. A tagger's emissions are decoded by the loaded model's
-own head (CRF Viterbi and marginals, or softmax), and a classifier's logits go through
-``TextClassifier.predict`` as the PyTorch ones do, so labels and scores follow the same code as
-the PyTorch engine and ``predict`` stays the one inference path.
+Which runner a model gets is decided in :mod:`textorch.onnx.opening`, the one owner of that
+choice; this module is its machinery and is imported by nothing else that tags or classifies.
+Only the network runs in ONNX Runtime here: a tagger's emissions are decoded by the one CPU
+decoder (:func:`textorch.models.cpu_decoder.crf_paths`, with the loaded head's parameters, or its
+softmax), and a classifier's logits go through ``TextClassifier.predict`` as the PyTorch ones do.
+(The torch-free tagger, :mod:`textorch.tagging.onnx_tagger`, runs the same graph and decoder
+without a loaded model.)
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import shutil
 import tempfile
@@ -96,19 +99,6 @@ class OnnxClassifierRunner(_Session):
         }))
 
 
-ENGINES = ("torch", "onnx", "auto")
-
-def check_engine(engine: str, device: torch.device | str = "cpu", quantized: bool = False,
-                 export_dir: str | Path | None = None) -> None:
-    """Refuse engine options that do not go together (ONNX Runtime runs here on the CPU only)."""
-    if engine not in ENGINES:
-        raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine != "onnx" and (quantized or export_dir):
-        raise ConfigError("--quantized and --onnx-dir need --engine onnx")
-    if engine == "onnx" and torch.device(device).type != "cpu":
-        raise ConfigError("--engine onnx runs on the CPU; use --device cpu")
-
-
 class AutoRunner:
     """``--engine auto``: ONNX Runtime for calls of few tokens (one-sequence requests, a server's
     small batches), PyTorch for the rest (:data:`AUTO_ONNX_MAX_TOKENS`). Both engines give the
@@ -121,65 +111,6 @@ class AutoRunner:
     def runner_for(self, n_tokens: int) -> OnnxRunner | None:
         """The runner for a call of ``n_tokens`` tokens; None: the PyTorch network."""
         return self.onnx_runner if n_tokens <= self.max_tokens else None
-
-
-def auto_engine_blocker(predictor) -> str | None:
-    """Why ``--engine auto`` runs everything in PyTorch for ``predictor``, or None when it may use
-    ONNX Runtime: a model without a transformer (whose export is large and slow to make), on the
-    CPU, with ``precision`` fp32, with onnxruntime installed."""
-    classifier = _task(predictor) == "text_classification"
-    transformer = predictor.transformer_parts if classifier else predictor.transformer
-    if transformer is not None:
-        return "a transformer model runs in PyTorch under --engine auto"
-    if predictor.device.type != "cpu":
-        return f"the model runs on {predictor.device}"
-    if predictor.precision != "fp32":
-        return f"--precision {predictor.precision} runs in PyTorch"
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return "onnxruntime is not installed (pip install 'textorch[onnx]')"
-    return None
-
-
-def attach_auto(predictor, model_dir: str | Path, threads: int | None = None) -> Path | None:
-    """``--engine auto``: a tagger runs its small calls with ONNX Runtime (:class:`AutoRunner`), a
-    classifier all of them, exported as ``--engine onnx`` does
-    (:func:`ensure_export`). Returns the export directory, or None when every call stays in
-    PyTorch (the reason is logged: an export that fails must not stop a model that runs fine in
-    PyTorch)."""
-    reason = auto_engine_blocker(predictor)
-    if reason is not None:
-        logger.info("--engine auto: %s runs every call in PyTorch: %s", model_dir, reason)
-        return None
-    try:
-        directory = attach_onnx(predictor, model_dir, threads=threads)
-    except Exception as exc:  # noqa: BLE001 - any export or runtime failure: PyTorch it is
-        predictor.runner = None
-        logger.warning("--engine auto: %s runs every call in PyTorch: no ONNX model (%s: %s)",
-                       model_dir, type(exc).__name__, exc)
-        return None
-    # A classifier keeps ONNX Runtime for every call: it was faster at every call size measured,
-    # GRU and CNN alike (PyTorch's CPU GRU runs step by step, without oneDNN; see
-    # docs/performance.md).
-    if _task(predictor) != "text_classification":
-        predictor.runner = AutoRunner(predictor.runner)
-    return directory
-
-
-def use_engine(predictor, model_dir: str | Path, engine: str = "torch", quantized: bool = False,
-               export_dir: str | Path | None = None, threads: int | None = None) -> str:
-    """Run ``predictor`` (loaded from ``model_dir``, its ``precision`` set) with ``engine``, as
-    the commands' ``--engine`` does; returns what now runs it: ``pytorch``, ``onnx`` or ``auto``
-    (``pytorch`` when ``auto`` found no ONNX model to use)."""
-    check_engine(engine, predictor.device, quantized, export_dir)
-    if engine == "onnx":
-        export = attach_onnx(predictor, model_dir, export_dir, quantized=quantized, threads=threads)
-        logger.info("%s runs with ONNX Runtime from %s%s", model_dir, export, " (int8)" if quantized else "")
-        return "onnx"
-    if engine == "auto" and attach_auto(predictor, model_dir, threads) is not None:
-        return "auto"
-    return "pytorch"
 
 
 def default_export_dir(model_dir: str | Path) -> Path:

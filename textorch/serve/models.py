@@ -12,6 +12,7 @@ import torch
 
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.model_dir import read_model_config
+from textorch.onnx.opening import DEFAULT_ENGINE, EngineOptions
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +34,8 @@ class ServedModel:
     directory: str
     engine: str = "pytorch"
     """What runs the network: ``pytorch``, ``onnx`` (``serve --engine onnx``) or ``auto`` (ONNX
-    Runtime where it is faster, see :func:`textorch.onnx.engine.attach_auto`; ``pytorch`` when
-    ``--engine auto`` found no ONNX model to use)."""
+    Runtime where it is faster, see :mod:`textorch.onnx.opening`; ``pytorch`` when ``--engine
+    auto`` found no ONNX model to use)."""
 
     def describe(self) -> dict[str, Any]:
         predictor = self.predictor
@@ -80,35 +81,33 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
     return name, Path(directory)
 
 
-def _loader(kind: str) -> Callable[..., Any]:
+def _opener(kind: str) -> Callable[..., Any]:
+    """The task's opener (:mod:`textorch.tagging.opening`, :mod:`textorch.classification.opening`):
+    every served model gets its engine where every other door does."""
     if kind == TAGGER:
-        from textorch.tagging.labeler import SequenceLabeler
+        from textorch.tagging.opening import open_tagger
 
-        return SequenceLabeler.load
+        return open_tagger
     try:
-        from textorch.classification.classifier import TextClassifier  # type: ignore[import-not-found]
+        from textorch.classification.opening import open_classifier
     except ImportError:
         raise ConfigError("this textorch has no text classifier; cannot serve a classification model") from None
-    return TextClassifier.load
+    return open_classifier
 
 
 def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir: str | None = None,
-                engine: str = "torch", quantized: bool = False, threads: int | None = None,
+                engine: str = DEFAULT_ENGINE, quantized: bool = False, threads: int | None = None,
                 precision: str = "fp32") -> dict[str, ServedModel]:
     """Load every ``--model``; all are checked before the server binds its port.
 
-    ``engine="onnx"`` runs each model with ONNX Runtime from ``DIR/onnx``, exported there first
-    when absent or older than the model (into a temporary directory when ``DIR`` is read-only),
-    as ``seq tag --engine onnx`` does: a served model answers exactly what the CLI would.
-    ``engine="auto"`` (the ``serve`` default) does the same for models that may use it and runs
-    there what is faster there (:func:`textorch.onnx.engine.attach_auto`).
-    ``precision="bf16"`` runs the PyTorch networks under bfloat16 autocast (``--precision``).
+    Each model is opened as every door opens it (:mod:`textorch.onnx.opening`): ``engine="auto"``
+    (the default) runs with ONNX Runtime where it is faster, exported into ``DIR/onnx`` on first
+    use; ``onnx`` runs every call there, ``torch`` none: a served model answers exactly what the
+    CLI would. ``precision="bf16"`` runs the PyTorch networks under bfloat16 autocast
+    (``--precision``).
     """
-    from textorch.runtime.precision import check_inference_precision
-    from textorch.onnx.engine import check_engine, use_engine
-
-    check_engine(engine, device, quantized)
-    check_inference_precision(precision, device, engine)
+    options = EngineOptions(engine, device, precision, quantized, threads=threads)
+    options.check()
     models: dict[str, ServedModel] = {}
     for spec in specs:
         name, directory = parse_model_spec(spec)
@@ -118,13 +117,12 @@ def load_models(specs: list[str], device: torch.device | str = "cpu", cache_dir:
         kind = _TASK_KINDS.get(task)
         if kind is None:
             raise ModelFormatError(f"{directory}: cannot serve a model of task {task!r}")
-        predictor = _loader(kind)(directory, device=device, cache_dir=cache_dir)
-        predictor.precision = precision
-        served_engine = use_engine(predictor, directory, engine, quantized, threads=threads)
+        opened = _opener(kind)(directory, options, cache_dir=cache_dir)
+        predictor = opened.predictor
         if kind == TAGGER:
             # A server lives long: loading the compiled CRF decoder now keeps Numba's load time
             # out of the first request (see textorch.models.cpu_decoder).
             predictor.preload_crf_decoder()
-        models[name] = ServedModel(name, kind, predictor, str(directory), served_engine)
-        logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, served_engine)
+        models[name] = ServedModel(name, kind, predictor, str(directory), opened.engine)
+        logger.info("model %s: %s %s from %s, engine %s", name, kind, _architecture(predictor), directory, opened.engine)
     return models

@@ -180,4 +180,5 @@ def _spread(job: _FoldJob, exchange: FoldExchange, ctx: DistContext) -> tuple[Se
         with exchange.shared_directory(owner, best.save):
             return best, runs, kept
     with exchange.shared_directory(owner, None) as directory:
-        return job.labeler_type.load(directory, device=job.device, embeddings=job.embeddings), runs, kept
+        # PyTorch, as on the owner's process: a model of the training path, exported (if at all) where it is saved.
+        return job.labeler_type.load(directory, device=job.device, embeddings=job.embeddings, engine="torch"), runs, kept

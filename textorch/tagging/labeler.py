@@ -34,6 +34,7 @@ from textorch.runtime.precision import inference_autocast
 from textorch.models.one_sequence import OneSequenceTagger
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.weight_state import one_check_per_call
+from textorch.onnx.opening import DEFAULT_ENGINE, EngineOptions, run_loaded
 from textorch.models.transformer_source import TransformerParts
 from textorch.tagging.decoding import ModelRoutes, decode_batches, runner_for
 from textorch.tagging.encoded import EncodedData
@@ -50,7 +51,6 @@ from textorch.train.optim import adamw_warmup_linear
 from textorch.train.history import TrainingHistory
 from textorch.train.tensorboard import tensorboard_callbacks
 from textorch.train.trainer import Trainer, TrainingResult, adam
-
 
 
 class SequenceLabeler:
@@ -88,8 +88,8 @@ class SequenceLabeler:
         :mod:`textorch.models.token_vector_cache`)."""
         self.runner = None
         """Alternative network runner with the model's ``decode`` contract (``--engine onnx``), or
-        one that picks per call (``--engine auto``), see :mod:`textorch.onnx.engine`; None runs the
-        PyTorch network."""
+        one that picks per call (``--engine auto``), set by :mod:`textorch.onnx.opening`; None runs
+        the PyTorch network."""
         self.precision = "fp32"
         """Number format of the PyTorch network's forward passes outside training: ``fp32`` or
         ``bf16`` autocast for batches of 8 sequences or more (``--precision``, see
@@ -177,6 +177,7 @@ class SequenceLabeler:
         from its newest checkpoint (see :mod:`textorch.train.resume`).
         """
         ctx = ctx or DistContext()
+        self.runner = None  # an ONNX runner holds the export of the weights before: training runs in PyTorch
         sequences = training_pieces(train.sequences, train_config.max_sequence_length)
         if forbids_iob2_moves(self.model_config):
             sequences = valid_iob2(sequences)
@@ -373,14 +374,15 @@ class SequenceLabeler:
         device: torch.device | str = "cpu",
         embeddings: object | None = None,
         cache_dir: str | Path | None = None,
-        engine: str = "torch",
+        engine: str = DEFAULT_ENGINE,
     ) -> "SequenceLabeler":
         """Rebuild from ``config.json`` then load the weights; embeddings are re-opened and checked.
-        ``engine``: what runs the network, as the commands' ``--engine`` (``torch``, ``onnx`` or
-        ``auto``, see :func:`textorch.onnx.engine.use_engine`)."""
-        from textorch.onnx.engine import check_engine, use_engine
-
-        check_engine(engine, device)  # a wrong engine is refused before anything is read
+        ``engine``: what runs the network, as the commands' ``--engine`` (:mod:`textorch.onnx.opening`):
+        by default ``auto``, ONNX Runtime for small calls on the CPU (exported into ``MODEL/onnx``
+        on first use), PyTorch for the rest; ``torch`` for PyTorch alone (``fit`` always trains
+        in PyTorch; a model whose weights you change otherwise, load it with ``torch``)."""
+        options = EngineOptions(engine, device)
+        options.check()  # a wrong engine is refused before anything is read
         from textorch.tagging.delft_import.importer import converted_dir, is_delft_model_dir
 
         if is_delft_model_dir(directory):  # a DeLFT model: converted once into the cache
@@ -388,7 +390,7 @@ class SequenceLabeler:
         parts = read_tagger_dir(directory, embeddings, cache_dir)
         labeler = cls(parts.encoder, parts.model, parts.model_config, parts.data_config, parts.embeddings,
                       parts.input_format, parts.n_features, device, parts.transformer)
-        use_engine(labeler, directory, engine)
+        run_loaded(labeler, directory, options)
         return labeler
 
     @property

@@ -10,8 +10,9 @@ the CRF (:mod:`textorch.models.cpu_decoder`, its NumPy recursions) without impor
 It serves what it can serve exactly as :class:`~textorch.tagging.labeler.SequenceLabeler` with
 ``--engine onnx`` does (same graph, encoder and CRF rules): a recurrent tagger (no transformer)
 whose export in the model directory is current. :meth:`OnnxTagger.open` raises
-:class:`NotServed` otherwise, and the command loads the ``SequenceLabeler``, which exports first
-where needed.
+:class:`~textorch.onnx.opening.NotServed` otherwise, and the owner of the engine choice
+(:mod:`textorch.onnx.opening`) loads the ``SequenceLabeler`` instead, which exports first where
+needed. Only :mod:`textorch.tagging.opening` opens it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from textorch.errors import ConfigError, ModelFormatError
 from textorch.model_dir import check_labels_fit, load_checked, read_model_config
 from textorch.models.architecture_table import RNN_BUILDERS, get_architecture
 from textorch.models import cpu_decoder
+from textorch.onnx.opening import NotServed
 from textorch.onnx.layout import (CRF_FILE, DESCRIPTION_FILE, FORMAT_VERSION, ONNX_FILE, QUANTIZED_FILE,
                                   check_graph_labels, made_from_other_weights, older_int8, older_revision, read_description)
 from textorch.onnx.session import feed, input_names, open_session
@@ -54,11 +56,6 @@ DECODE_ROWS = 512
 """Sequences whose CRF is decoded in one pass (see :func:`_decoding_groups`)."""
 TYPES_PER_RUN = 4096
 """Token types per run of the character encoder (bounds its memory on a chunk with many types)."""
-
-
-class NotServed(Exception):
-    """This tagger cannot run the model as asked; the reason says why (the caller loads the
-    ``SequenceLabeler`` instead)."""
 
 
 class OnnxTagger:

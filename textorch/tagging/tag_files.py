@@ -1,10 +1,12 @@
 """Tagging files with a saved tagger: read the input (text, CoNLL or GROBID), tag it, time it.
 
-``seq tag`` and ``grobid ... tag`` go through these; the answer itself is
-:meth:`SequenceLabeler.predict`'s, the one inference path of the library and the server.
-The commands stream (:func:`stream_for_tagging`, :class:`TaggingRun`, :class:`TaggedWriter`):
-the input is read in chunks of sequences, each chunk tagged and written before the next is
-read, so memory does not grow with the file. The whole-file functions stay for the API.
+``seq tag`` and ``grobid ... tag`` go through these; the answer itself is the ``predict`` of the
+tagger the commands were given (:mod:`textorch.onnx.opening` chose it: a
+:class:`~textorch.tagging.labeler.SequenceLabeler`, or the torch-free
+:class:`~textorch.tagging.onnx_tagger.OnnxTagger` with the same contract). The commands stream
+(:func:`stream_for_tagging`, :class:`TaggingRun`, :class:`TaggedWriter`): the input is read in
+chunks of sequences, each chunk tagged and written before the next is read, so memory does not
+grow with the file. :func:`read_for_tagging` reads a whole file, for the API.
 """
 
 from __future__ import annotations
@@ -234,26 +236,6 @@ def _warn_if_feature_rows(path: str, labeler: SequenceLabeler) -> None:
             "%s: its first lines look like GROBID feature rows (a token and %d feature columns, as this "
             "model's training data), but --input-format is text: each line is tagged as a text. "
             "Pass --input-format grobid to tag them as tokens.", path, labeler.n_features)
-
-
-def tag_corpus(
-    labeler: SequenceLabeler, corpus: Corpus, batch_size: int, ctx: DistContext | None = None,
-    with_scores: bool = True,
-) -> tuple[list[Prediction], float]:
-    """Predictions and the time of the tagging itself (sequences in memory to labels).
-
-    ``batch_size`` is per process; with several processes each tags its share and every
-    process receives all predictions in input order. ``with_scores=False`` when nothing will
-    read the confidences (CoNLL and GROBID output): a CRF then skips its forward-backward pass.
-    """
-    started = time.perf_counter()
-    predictions = labeler.predict(corpus.sequences, batch_size=batch_size, ctx=ctx, with_scores=with_scores)
-    return predictions, time.perf_counter() - started
-
-
-
-def stats(corpus: Corpus, load_s: float, tag_s: float) -> dict:
-    return _stats(len(corpus.sequences), sum(len(s) for s in corpus.sequences), load_s, tag_s)
 
 
 def _stats(n_sequences: int, n_tokens: int, load_s: float, tag_s: float) -> dict:

@@ -2,9 +2,11 @@
 
 GROBID creates one ``Sequence`` per model, ``load``s it, sets ``model_config.max_sequence_length``
 and ``batch_size``, then calls ``tag(x_all, None[, features=f_all])`` for every document and
-expects ``[token, label]`` pairs with DeLFT's labels (``B-<date>``, ``I-<date>``, ``O``). Each call
-goes to ``SequenceLabeler.predict``, the path of ``textorch grobid MODEL tag`` and of the
-server: the network is built once, at ``load``. See docs/grobid.md for what differs from DeLFT.
+expects ``[token, label]`` pairs with DeLFT's labels (``B-<date>``, ``I-<date>``, ``O``). ``load``
+opens the model as every door does (:func:`textorch.tagging.opening.open_tagger`, the default
+engine: on the CPU GROBID's small calls run in ONNX Runtime, exported into the model directory
+on first use), and each call goes to ``SequenceLabeler.predict``, the path of the server. See
+docs/grobid.md for what differs from DeLFT.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from textorch.tagging.delft.options import (
     textorch_configs,
 )
 from textorch.tagging.delft.progress import training_progress
+from textorch.onnx.opening import EngineOptions
 from textorch.tagging.labeler import Prediction, SequenceLabeler
+from textorch.tagging.opening import open_tagger
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +82,9 @@ class Sequence:
                                    "is a model directory")
         from textorch.train.dist import DistContext, resolve_device
 
-        self.labeler = SequenceLabeler.load(directory, device=resolve_device("auto", DistContext()))
+        # The default engine, as every door: ONNX Runtime for GROBID's small calls on the CPU.
+        options = EngineOptions(device=resolve_device("auto", DistContext()))
+        self.labeler = open_tagger(directory, options).predictor
         self.model_dir = directory
         self._describe(self.labeler)
 
