@@ -436,3 +436,24 @@ def test_grobid_lines_split_once_read_as_lines_split_every_time(tmp_path: Path, 
     bad = "\n".join(lines[:5]) + "\n\n" + "u g t0 f0 I-<a>\n" + lines[1] + "\n"
     with pytest.raises(DataError, match=r"r2.train:8: expected 5 fields \(as on line 7\), found 3"):
         list(stream_grobid(_write(tmp_path, "r2.train", bad)))
+
+
+@pytest.mark.parametrize("kept", [2, 1 << 20])
+def test_grobid_field_values_read_on_different_lines_are_one_string(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     kept: int) -> None:
+    """A feature matrix repeats a few values over millions of fields: equal values of different
+    lines are one object (a corpus of whole documents held in about half the memory), however
+    few values the parser keeps shared; the sequences read are the same."""
+    from textorch.data import sequence_parsers
+
+    monkeypatch.setattr(sequence_parsers, "SHARED_VALUES_KEPT", kept)
+    monkeypatch.setattr(sequence_parsers, "SPLIT_LINES_KEPT", 1)  # every line split on its own
+    text = "Alpha alpha LINESTART I-<a>\nBeta beta LINEIN <a>\n\nGamma gamma LINESTART I-<b>\nalpha alpha LINEEND <b>\n"
+    path = _write(tmp_path, "s.train", text)
+    for sequences in (read_grobid(path).sequences, list(stream_grobid(path))):
+        assert [s.features for s in sequences] == [[["alpha", "LINESTART"], ["beta", "LINEIN"]],
+                                                   [["gamma", "LINESTART"], ["alpha", "LINEEND"]]]
+        assert sequences[1].tokens == ["Gamma", "alpha"]
+        if kept > 2:
+            assert sequences[0].features[0][1] is sequences[1].features[0][1]  # LINESTART, lines 1 and 4
+            assert sequences[0].features[0][0] is sequences[1].features[1][0] is sequences[1].tokens[1]

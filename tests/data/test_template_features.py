@@ -10,6 +10,7 @@ from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template
 from textorch.data import template_features
 from textorch.data.columns import ColumnValues, read_columns
+from textorch.data.encoding import SequenceEncoder
 from textorch.data.template_features import TemplateFeaturizer, column_value_counts
 
 TEMPLATE = parse_template("U0:%x[-2,0]\nU1:%x[0,1]\nU2:%x[-1,0]/%x[0,0]\nU3:%x[1,2]/%x[0,0]\n")
@@ -130,3 +131,41 @@ def test_encoding_reads_the_feature_columns_once_for_the_feature_channel_and_the
     assert calls == [[-1, 0, 1]]
     for a, b in zip(plain, shared):
         assert np.array_equal(a.feature_ids, b.feature_ids) and np.array_equal(a.template_rows, b.template_rows)
+
+
+def test_rows_are_int32_unless_the_table_outgrows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corpus's rows are the largest array training keeps: half the memory as int32."""
+    featurizer = TemplateFeaturizer.fit(TRAIN, TEMPLATE)
+    assert featurizer.row_dtype == np.int32
+    assert all(rows.dtype == np.int32 for rows in _rows(featurizer, TRAIN))
+    encoded = SequenceEncoder.fit(TRAIN, [], templates=TEMPLATE).encode_many(TRAIN, with_labels=False)
+    assert encoded[0].template_rows.dtype == np.int32 and encoded[0].call.template_rows.dtype == np.int32
+    monkeypatch.setattr(TemplateFeaturizer, "n_rows", property(lambda self: 1 << 31))
+    assert featurizer.row_dtype == np.int64
+    assert all(rows.dtype == np.int64 for rows in _rows(featurizer, TRAIN))
+
+
+@pytest.mark.parametrize("per_pass", [1, 4, 1 << 20])
+def test_fitting_reads_a_bounded_number_of_tokens_at_a_time_and_finds_the_same_table(
+        per_pass: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keys of a pass (whole sequences, about ``FIT_TOKENS_PER_PASS`` tokens) are all that is
+    held at once, never a key per template and token of the whole corpus; the table is the same."""
+    whole = TemplateFeaturizer.fit(TRAIN, TEMPLATE).table
+    corpus = [*TRAIN, _sequence("3 May , 1999", "NUM CAP PUNCT NUM"), _sequence("2005 June 3", "NUM CAP NUM")] * 3
+    seen_sizes: list[int] = []
+    keys = TemplateFeaturizer._keys
+
+    def counted(self: TemplateFeaturizer, k: int, values: list[np.ndarray]) -> np.ndarray:
+        seen_sizes.append(len(values[0]))
+        return keys(self, k, values)
+
+    monkeypatch.setattr(template_features, "FIT_TOKENS_PER_PASS", per_pass)
+    monkeypatch.setattr(TemplateFeaturizer, "_keys", counted)
+    assert np.array_equal(TemplateFeaturizer.fit(TRAIN, TEMPLATE).table, whole)
+    seen_sizes.clear()
+    fitted = TemplateFeaturizer.fit(corpus, TEMPLATE)
+    longest, tokens = max(map(len, corpus)), sum(map(len, corpus))
+    assert max(seen_sizes) <= min(per_pass + longest, tokens)
+    assert sum(seen_sizes) == tokens * len(TEMPLATE)  # every token's keys, once
+    monkeypatch.setattr(template_features, "FIT_TOKENS_PER_PASS", 1 << 20)
+    assert np.array_equal(TemplateFeaturizer.fit(corpus, TEMPLATE).table, fitted.table)

@@ -139,3 +139,35 @@ def test_learned_transitions_are_all_left_to_training(tmp_path: Path) -> None:
     assert (learned.transitions.detach().abs() < 1).all() and (learned.start_transitions.detach().abs() < 1).all()
     with pytest.raises(ConfigError, match="crf_transitions must be one of"):
         ModelConfig(architecture="BidLSTM_CRF_FEATURES_TEMPLATE", crf_transitions="strict")
+
+
+def test_int32_rows_give_the_weights_and_gradients_int64_rows_give() -> None:
+    """Encoded rows are int32 (half the memory of a corpus's rows); the sums over them and the
+    gradient of the weights are those of int64 rows, in training (dropout drawn the same) too."""
+    from textorch.models.template_emissions import TemplateEmissions
+
+    rows = torch.randint(0, 50, (3, 7, 5))
+    results = []
+    for dtype in (torch.int32, torch.int64):
+        part = TemplateEmissions(50, 4, dropout=0.3)
+        with torch.no_grad():
+            part.weight.copy_(torch.arange(200, dtype=torch.float32).reshape(50, 4) / 7)
+        torch.manual_seed(3)
+        out = part(rows.to(dtype))
+        out.pow(2).sum().backward()
+        part.eval()
+        results.append((out.detach(), part.weight.grad.clone(), part(rows.to(dtype)).detach()))
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
+def test_batches_carry_the_encoded_int32_rows(tiny_grobid: Path) -> None:
+    labeler = _trained(tiny_grobid)
+    sequences = read_labelled(tiny_grobid).sequences
+    data = labeler.encode(sequences[:4])
+    assert data.encoded[0].template_rows.dtype == np.int32
+    for indices in ([0, 1, 2, 3], [2]):
+        batch = data.batch(indices)
+        assert batch.template_rows.dtype == torch.int32
+        with torch.no_grad():
+            assert torch.equal(labeler.model.extra_emissions(batch),
+                               labeler.model.template_emissions(batch.template_rows.long()))

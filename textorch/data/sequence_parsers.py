@@ -25,6 +25,11 @@ _SCHEME_RANK = {"iob2": 0, "iob1": 1, "iobes": 2}
 
 SPLIT_LINES_KEPT = 16384
 """Distinct lines whose fields a parser keeps (a few tens of MB at most), emptied when full."""
+SHARED_VALUES_KEPT = 1 << 20
+"""Distinct field values a GROBID parser hands out as one string object each (emptied when
+full): a feature matrix repeats few values (layout flags, prefixes, lexicon answers) over
+millions of fields, and a string object per field is most of a read corpus's memory, where a
+pointer to a shared value is eight bytes."""
 
 NumberedLines = Iterable[tuple[int, str]]
 """``(1-based line number, line without its newline)`` pairs, in file order."""
@@ -201,6 +206,7 @@ class GrobidParser:
         # split fields are never changed; each token gets its own list of features.
         split_lines: dict[str, list[str]] | None = {}
         kept_since = 0
+        shared: dict[str, str] = {}
         path, labelled, n_features = self.path, self.labelled, self.n_features
         tokens: list[str] = []
         features: list[list[str]] = []
@@ -220,7 +226,10 @@ class GrobidParser:
                 continue
             fields = split_lines.get(line) if split_lines is not None else None
             if fields is None:
-                fields = split_fields(line)
+                if len(shared) >= SHARED_VALUES_KEPT:
+                    shared = {}
+                split = split_fields(line)
+                fields = list(map(shared.setdefault, split, split))
                 if split_lines is not None:
                     if len(split_lines) >= SPLIT_LINES_KEPT:
                         # Full: kept if lines repeated at least once on average, else dropped.

@@ -7,11 +7,13 @@ training, which has no weight, exactly as a CRF gives none). A network adds the 
 rows to its emissions (:class:`textorch.models.template_emissions.TemplateEmissions`).
 
 Values become integers once per column (a vocabulary per column the templates read), and each
-template's value combination becomes a 64-bit key computed with NumPy over the whole call: no
-per-token, per-template string is ever built. The fitted table is the sorted array of the keys
-seen in training; a row is a key's position in it. For templates with few value combinations
-(one narrow column, or a pair of them) the rows of every combination are computed once (a lookup
-array), so tagging gathers them.
+template's value combination becomes a 64-bit key computed with NumPy a few thousand tokens at a
+time: no per-token, per-template string is ever built, and no array of every key of a corpus
+(a corpus of whole documents has hundreds of millions). The fitted table is the sorted array of
+the keys seen in training; a row is a key's position in it. Rows are int32 (int64 only for a
+table too big for it): a corpus's rows are a tokens-by-templates array, the largest one that
+training keeps. For templates with few value combinations (one narrow column, or a pair of
+them) the rows of every combination are computed once (a lookup array), so tagging gathers them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant of multiplica
 TOKENS_PER_PASS = 1024
 """Tokens whose rows :meth:`TemplateFeaturizer.call_rows` computes in one pass (about, whole
 sequences): large enough that NumPy's per-call cost is small, small enough to stay in cache."""
+FIT_TOKENS_PER_PASS = 1 << 15
+"""Tokens whose keys :meth:`TemplateFeaturizer.fit` computes at once (about, whole sequences):
+their keys for every template are tens of MB, where a whole corpus's at once would be gigabytes."""
 LOOKUP_LIMIT = 1 << 16
 """Templates with at most this many value combinations get a lookup array of their rows (built
 once per model); the others search the table for each token's key."""
@@ -109,13 +114,24 @@ class TemplateFeaturizer:
             vocabulary.pop(None, None)
             vocabularies[column] = {value: i for i, value in enumerate(vocabulary, start=1)}
         featurizer = cls(templates, vocabularies)
-        ids, position, length = featurizer._positions(sequences)
-        cells = featurizer._cell_matrix(ids, position, length)
-        keys = [featurizer._keys(k, [cells[featurizer._plan.cell_slot[cell]] for cell in template.cells])
-                for k, template in enumerate(templates)]
-        seen = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.uint64)
+        seen = featurizer._seen_keys(*featurizer._positions(sequences))
         featurizer.use_table(seen[seen != 0])
         return featurizer
+
+    def _seen_keys(self, ids: dict[int, np.ndarray], position: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """The sorted distinct keys of every template at every token, computed a pass of
+        :data:`FIT_TOKENS_PER_PASS` tokens at a time. A pass's distinct keys wait until they are
+        as many as those merged so far: each merge sorts those again."""
+        seen = np.zeros(0, dtype=np.uint64)
+        waiting: list[np.ndarray] = []
+        for a, b in _passes(position, length, FIT_TOKENS_PER_PASS):
+            cells = self._cell_matrix({column: values[a:b] for column, values in ids.items()}, position[a:b], length[a:b])
+            keys = [self._keys(k, [cells[self._plan.cell_slot[cell]] for cell in template.cells])
+                    for k, template in enumerate(self.templates)]
+            waiting.append(np.unique(np.concatenate([seen[:0], *keys])))
+            if sum(map(len, waiting)) >= len(seen):
+                seen, waiting = np.unique(np.concatenate([seen, *waiting])), []
+        return np.unique(np.concatenate([seen, *waiting]))
 
     def use_table(self, table: np.ndarray) -> None:
         """Take the sorted keys of a fitted (or saved) model; rebuild the lookups of the templates
@@ -139,6 +155,12 @@ class TemplateFeaturizer:
         """Rows of the weight table: one per fitted key, plus row 0 (no feature)."""
         return len(self.table) + 1
 
+    @property
+    def row_dtype(self) -> type[np.signedinteger]:
+        """The integer type of rows: int32 (half the memory of a corpus's rows, which training
+        holds whole), int64 only for a table with more rows than int32 counts."""
+        return np.int32 if self.n_rows <= np.iinfo(np.int32).max else np.int64
+
     # ------------------------------------------------------------------ encoding
     @property
     def feature_columns(self) -> list[int]:
@@ -148,21 +170,17 @@ class TemplateFeaturizer:
 
     def call_rows(self, sequences: Sequence[TokenSequence] | None, values: ColumnValues | None = None,
                   lengths: np.ndarray | None = None) -> np.ndarray:
-        """The ``(tokens, templates)`` int64 rows of the weight table of all ``sequences`` end to
-        end. ``values``: :attr:`feature_columns` as :func:`read_columns` reads them, when the
-        caller read them already for other features; with ``lengths`` too, ``sequences`` is not
-        read (None: a caller that holds columns, not sequences)."""
+        """The ``(tokens, templates)`` rows (:attr:`row_dtype`) of the weight table of all
+        ``sequences`` end to end. ``values``: :attr:`feature_columns` as :func:`read_columns`
+        reads them, when the caller read them already for other features; with ``lengths`` too,
+        ``sequences`` is not read (None: a caller that holds columns, not sequences)."""
         ids, position, length = self._positions(sequences, values, lengths)
-        out = np.empty((len(position), len(self.templates)), dtype=np.int64)
-        # A pass over a few thousand tokens at a time, cut between sequences (no cell reads past
-        # its sequence): every template's arrays of a pass stay in the processor's cache.
-        ends = np.flatnonzero(position + 1 == length) + 1
-        cuts = np.unique(ends[np.minimum(np.searchsorted(ends, np.arange(TOKENS_PER_PASS, len(position), TOKENS_PER_PASS)),
-                                         len(ends) - 1)]) if len(ends) else ends
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(position)]):
-            if b > a:
-                out[a:b] = self._pass_rows({column: values[a:b] for column, values in ids.items()},
-                                           position[a:b], length[a:b]).T
+        out = np.empty((len(position), len(self.templates)), dtype=self.row_dtype)
+        # A pass over a few thousand tokens at a time: every template's arrays of a pass stay in
+        # the processor's cache.
+        for a, b in _passes(position, length, TOKENS_PER_PASS):
+            out[a:b] = self._pass_rows({column: values[a:b] for column, values in ids.items()},
+                                       position[a:b], length[a:b]).T
         return out
 
     def _pass_rows(self, ids: dict[int, np.ndarray], position: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -171,7 +189,7 @@ class TemplateFeaturizer:
         template: on a call of one short sequence (a server's request) NumPy's cost per call,
         paid per template, outweighs the work (docs/performance.md)."""
         cells = self._cell_matrix(ids, position, length)
-        out = np.empty((len(self.templates), len(position)), dtype=np.int64)
+        out = np.empty((len(self.templates), len(position)), dtype=self.row_dtype)
         for group in self._plan.groups:
             flat = cells[group.cells[:, 0]] * group.strides[:, :1] + group.offsets[:, None]
             for j in range(1, group.cells.shape[1]):
@@ -236,10 +254,10 @@ class TemplateFeaturizer:
     def _rows_of(self, keys: np.ndarray) -> np.ndarray:
         """Rows of ``keys`` in the table (row 0 for a key it lacks, and for key 0)."""
         if not len(self.table):
-            return np.zeros(len(keys), dtype=np.int64)
+            return np.zeros(len(keys), dtype=self.row_dtype)
         found = np.searchsorted(self.table, keys)
         clipped = np.minimum(found, len(self.table) - 1)
-        return np.where(self.table[clipped] == keys, clipped + 1, 0).astype(np.int64)
+        return np.where(self.table[clipped] == keys, clipped + 1, 0).astype(self.row_dtype)
 
     def _seed(self, k: int) -> np.uint64:
         """The key a template starts from: its name, so a reordered template keeps its keys."""
@@ -266,6 +284,16 @@ class TemplateFeaturizer:
         featurizer = cls(parse_template(data["template"], "config.json"), vocabularies)
         featurizer.table = np.zeros(int(data["keys"]), dtype=np.uint64)  # until the weights give it
         return featurizer
+
+
+def _passes(position: np.ndarray, length: np.ndarray, tokens: int) -> list[tuple[int, int]]:
+    """``(start, end)`` token ranges of about ``tokens`` tokens each, cut between sequences (no
+    cell reads past its own sequence, so a range's rows are those of the whole call), none empty;
+    ``position`` and ``length``: each token's place in its sequence and that sequence's length."""
+    ends = np.flatnonzero(position + 1 == length) + 1
+    cuts = np.unique(ends[np.minimum(np.searchsorted(ends, np.arange(tokens, len(position), tokens)),
+                                     len(ends) - 1)]).tolist() if len(ends) else []
+    return [(a, b) for a, b in zip([0, *cuts], [*cuts, len(position)]) if b > a]
 
 
 def _column_values(sequences: Sequence[TokenSequence], columns: list[int]) -> list[list[str | None]]:

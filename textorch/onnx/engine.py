@@ -73,8 +73,9 @@ class OnnxRunner(_Session):
     def emissions(self, batch) -> np.ndarray:
         """``(B, L, labels)`` emissions of one graph call (padded positions are never read)."""
         names = ("word_vectors", "char_ids", "casing_ids", "feature_ids", "template_rows", "mask")
+        rows = getattr(batch, "template_rows", None)  # int32 in a batch; the graph reads int64
         feed = dict(zip(names, [batch.word_vectors, batch.char_ids, batch.casing_ids, batch.feature_ids,
-                                getattr(batch, "template_rows", None), batch.mask.long()]))
+                                None if rows is None else rows.long(), batch.mask.long()]))
         window_ids = getattr(batch, "window_ids", None)
         if window_ids is not None:
             feed.update(input_ids=window_ids, attention_mask=batch.window_mask, word_index=batch.word_index)

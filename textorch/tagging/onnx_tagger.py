@@ -209,7 +209,7 @@ class OnnxTagger:
             inputs["char_vectors"] = type_vectors[pad("type_ids", len(type_vectors) - 1)]
         for name in ("casing_ids", "feature_ids", "template_rows"):
             if name in wanted and getattr(call, name) is not None:
-                inputs[name] = pad(name)
+                inputs[name] = pad(name).astype(np.int64, copy=False)  # template rows are int32; the graph reads int64
         return feed(self.input_names, inputs)
 
 
