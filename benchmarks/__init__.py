@@ -30,6 +30,7 @@ SUITE: dict[str, tuple[str, ...]] = {
         "soak_server",
         "bench_streaming",
         "bench_gpu",
+        "bench_grobid_calls",
     ),
     "ab": (
         "fast_path_ab",
