@@ -89,7 +89,7 @@ def train_models(tree: Path, training: dict, models: Path, quick: bool) -> None:
             continue
         command = [sys.executable, "-m", "textorch.cli.main", "grobid", model, "train", "--input", training[model],
                    "--max-epoch", str(1 if quick else epochs), "--seed", "1", "--output", str(target),
-                   "--cache-dir", str(models.parent / "cache")]
+                   "--cache-dir", str(models.parent / "cache"), "--skip-bad-sequences"]  # GROBID's header has a few
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"training {model} with {tree} failed:\n{done.stderr[-3000:]}")
@@ -165,6 +165,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", help="folder of the four models (default: trained into the work dir)")
     parser.add_argument("--baseline-tree", help="another source tree, run in its own processes with its own models")
+    parser.add_argument("--baseline-models", help="the baseline tree's four models (default: trained by that tree)")
     parser.add_argument("--work", help="work folder (default: a temporary one, removed)")
     parser.add_argument("--calls", nargs="+", default=list(CALLS), choices=list(CALLS))
     parser.add_argument("--engines", nargs="+", default=["torch", "auto"], choices=["torch", "auto", "onnx"])
@@ -187,10 +188,11 @@ def main() -> None:
         trees = {"this": REPO}
         if args.baseline_tree:
             trees["baseline"] = Path(args.baseline_tree).resolve()
+        given = {"this": args.models, "baseline": args.baseline_models}
         models = {}
         for label, tree in trees.items():
-            models[label] = Path(args.models) if args.models and label == "this" else args.work / "models" / label
-            if not args.models or label != "this":
+            models[label] = Path(given[label]) if given[label] else args.work / "models" / label
+            if not given[label]:
                 train_models(tree, training, models[label], args.quick)
         times: dict[str, dict[str, list]] = {label: {} for label in trees}
         for _ in range(args.rounds):
