@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from textorch.errors import ConfigError
 from textorch.model_dir import CONFIG_FILE
 from textorch.runtime.file_modes import follow_umask
 from textorch.runtime.write_errors import cannot_write
+from textorch.onnx.exporter import write_graph
 from textorch.onnx.layout import (  # noqa: F401 - this module's names since the first export
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -177,18 +177,7 @@ def write_export(output: str | Path, graph: Graph, json_files: dict[str, object]
 
 
 def _export_graph(graph: Graph, path: Path) -> None:
-    with torch.no_grad(), warnings.catch_warnings():
-        # The exporter warns about RNN batch sizes (we pass no initial state, so any batch
-        # size works), negative indices (ours never are) and the traced Python conditions of
-        # transformers' attention masks (the example inputs are padded, so the general path
-        # is traced): the tests check the graphs on other shapes than the example's.
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        torch.onnx.export(
-            graph.module.eval(), tuple(graph.inputs.values()), str(path),
-            input_names=list(graph.inputs), output_names=graph.outputs, opset_version=OPSET, dynamo=False,
-            dynamic_axes=graph.dynamic_axes,
-        )
+    write_graph(graph.module, graph.inputs, graph.outputs, graph.dynamic_axes, path, OPSET)
 
 
 class _DropAdvice(logging.Filter):
