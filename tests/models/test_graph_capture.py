@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 from torch import nn
 
@@ -23,6 +24,7 @@ class _Recorder(nn.Module):
 
 
 def test_true_while_tracing_and_exporting_false_otherwise(tmp_path) -> None:
+    pytest.importorskip("onnxscript")
     recorder = _Recorder()
     recorder(torch.ones(2))
     torch.jit.trace(recorder, torch.ones(2), check_trace=False)  # the check reruns it untraced
