@@ -21,7 +21,7 @@ from textorch.models.export_layers import CharCNN, PaddedBiRNN  # noqa: E402
 from textorch.models.padded_rnn import rnn_final_states, rnn_outputs  # noqa: E402
 from textorch.onnx import exporter  # noqa: E402
 from textorch.onnx.exporter import OpsetNotKept, write_graph, write_new_graph  # noqa: E402
-from textorch.onnx.legacy_export import LEGACY_LAYERS, legacy_reason  # noqa: E402
+from textorch.onnx.legacy_export import LEGACY_LAYERS, OLDEST_NEW_OPSET, legacy_reason  # noqa: E402
 
 OPSET = 17
 AXES = {"x": {0: "batch", 1: "length"}, "mask": {0: "batch", 1: "length"}, "y": {0: "batch"}}
@@ -77,8 +77,24 @@ def test_the_new_exporter_fixes_the_length_of_ceil_mode_pooling(tmp_path: Path, 
 def test_each_legacy_layer_has_its_reason_and_its_test() -> None:
     assert set(LEGACY_LAYERS) == {CharCNN, MaxMeanPooling, Conv, Pool, DPCNN}  # the five tests above
     assert all(len(reason) > 40 for reason in LEGACY_LAYERS.values())
-    assert legacy_reason(_Layer(MaxMeanPooling(4))).startswith("MaxMeanPooling: ")
-    assert legacy_reason(PaddedBiRNN(nn.LSTM(4, 3, batch_first=True, bidirectional=True))) is None
+    assert legacy_reason(_Layer(MaxMeanPooling(4)), OPSET).startswith("MaxMeanPooling: ")
+    birnn = PaddedBiRNN(nn.LSTM(4, 3, batch_first=True, bidirectional=True))
+    assert legacy_reason(birnn, OPSET) is None
+    assert legacy_reason(birnn, OLDEST_NEW_OPSET - 1).startswith(f"opset {OLDEST_NEW_OPSET - 1}: ")
+
+
+class _Steps(nn.Module):
+    """Reads the length axis's size, as DeLFT's graph does (its mask from the character ids)."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        steps = torch.arange(x.shape[1]).unsqueeze(0)
+        return x * (steps < mask.sum(dim=1, keepdim=True)).unsqueeze(-1)
+
+
+def test_the_new_exporter_cannot_write_the_size_of_an_axis_below_opset_15(tmp_path: Path) -> None:
+    with pytest.raises(OpsetNotKept, match=f"not {OLDEST_NEW_OPSET - 1}"):
+        write_new_graph(_Steps(), _inputs(), ["y"], AXES, tmp_path / "m.onnx", OLDEST_NEW_OPSET - 1)
+    write_new_graph(_Steps(), _inputs(), ["y"], AXES, tmp_path / "m.onnx", OLDEST_NEW_OPSET)
 
 
 class _BiRNN(nn.Module):

@@ -120,13 +120,13 @@ class OpsetNotKept(RuntimeError):
 def write_graph(module: nn.Module, inputs: Mapping[str, torch.Tensor], output_names: Sequence[str],
                 dynamic_axes: Mapping[str, Mapping[int, str]], path: Path, opset: int) -> None:
     """Export ``module`` run on ``inputs`` (by graph input name, in argument order) to ``path``,
-    with the new exporter unless the module holds a layer it gets wrong
-    (:func:`~textorch.onnx.legacy_export.legacy_reason`).
+    with the new exporter unless the module holds a layer it gets wrong or the opset is older
+    than it reaches (:func:`~textorch.onnx.legacy_export.legacy_reason`).
 
     The example inputs fix every axis that ``dynamic_axes`` does not name; with the new exporter
     the names of an output's axes come from the inputs they follow (the same names for every
     textorch graph)."""
-    reason = legacy_reason(module)
+    reason = legacy_reason(module, opset)
     if reason is not None:
         logger.debug("%s: the TorchScript exporter writes this graph (%s)", path.name, reason)
         write_legacy_graph(module, inputs, output_names, dynamic_axes, path, opset)

@@ -1,8 +1,8 @@
 """The TorchScript-based exporter, kept only for the layers PyTorch's supported exporter gets wrong.
 
 :func:`textorch.onnx.exporter.write_graph` writes every graph with the ``torch.export``-based
-exporter except those holding one of :data:`LEGACY_LAYERS`, each listed with what goes wrong in
-the new exporter (``tests/onnx/test_exporter.py`` asserts each failure, so that the day one is
+exporter except those holding one of :data:`LEGACY_LAYERS` or written at an opset older than
+:data:`OLDEST_NEW_OPSET`, each with what goes wrong in the new exporter (``tests/onnx/test_exporter.py`` asserts each failure, so that the day one is
 fixed the layer can leave the list). PyTorch has deprecated this exporter: its warning is
 silenced here, where using it is a decision, and nowhere else.
 """
@@ -35,11 +35,18 @@ LEGACY_LAYERS: dict[type[nn.Module], str] = {
 }
 """Layers whose graphs the TorchScript exporter writes, with what the new exporter gets wrong."""
 
+OLDEST_NEW_OPSET = 15
+"""The oldest opset the new exporter reaches: it builds at 18 and converts down, and its
+converter has no way below 15 for the ``Shape`` nodes of a graph that reads an axis's size
+(DeLFT's layout, at opset 14, is therefore written by the TorchScript exporter)."""
+
 NATIVE_BIRNN = "textorch::native_birnn"
 
 
-def legacy_reason(module: nn.Module) -> str | None:
-    """Why ``module`` is exported with the TorchScript exporter, or None (the new exporter)."""
+def legacy_reason(module: nn.Module, opset: int) -> str | None:
+    """Why ``module`` is exported at ``opset`` with the TorchScript exporter, or None (the new exporter)."""
+    if opset < OLDEST_NEW_OPSET:
+        return f"opset {opset}: the new exporter writes the Shape nodes of a graph at opset {OLDEST_NEW_OPSET} or later only"
     for layer in module.modules():
         reason = LEGACY_LAYERS.get(type(layer))
         if reason is not None:
