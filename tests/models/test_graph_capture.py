@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 from torch import nn
 
 from textorch.models.graph_capture import being_captured
+from textorch.onnx.exporter import write_graph
 
 
 class _Recorder(nn.Module):
@@ -22,10 +24,11 @@ class _Recorder(nn.Module):
 
 
 def test_true_while_tracing_and_exporting_false_otherwise(tmp_path) -> None:
+    pytest.importorskip("onnxscript")
     recorder = _Recorder()
     recorder(torch.ones(2))
     torch.jit.trace(recorder, torch.ones(2), check_trace=False)  # the check reruns it untraced
-    torch.onnx.export(recorder, (torch.ones(2),), str(tmp_path / "m.onnx"), dynamo=False)
+    write_graph(recorder, {"x": torch.ones(2)}, ["y"], {}, tmp_path / "m.onnx", 17)  # the exporter textorch uses
     recorder(torch.ones(2))
     assert recorder.seen[0] is False and recorder.seen[-1] is False
     assert any(recorder.seen[1:-1]) and all(recorder.seen[1:-1])

@@ -148,11 +148,17 @@ def test_int8_graphs_run_their_lstms_in_int8(tmp_path: Path, tiny_grobid: Path) 
         return [n.name for n in graph_nodes if n.op_type == op_type]
 
     assert len(names(one_graph, "LSTM")) == 1  # the character encoder's, left in float
-    assert names(one_graph, "DynamicQuantizeLSTM") == names(split, "DynamicQuantizeLSTM")  # the word LSTM, in both
-    assert len(names(split, "DynamicQuantizeLSTM")) == 1 and names(one_graph, "LSTM") != names(split, "DynamicQuantizeLSTM")
-    initializers = {t.name: t for t in onnx.load(str(out / "model-char-vectors.int8.onnx")).graph.initializer}
-    quantized_lstm = next(n for n in split if n.op_type == "DynamicQuantizeLSTM")
-    w_scale = numpy_helper.to_array(initializers[quantized_lstm.input[8]])
+    assert len(names(one_graph, "DynamicQuantizeLSTM")) == len(names(split, "DynamicQuantizeLSTM")) == 1
+
+    def quantized_weights(name: str, graph_nodes: list) -> tuple[np.ndarray, np.ndarray]:
+        initializers = {t.name: t for t in onnx.load(str(out / name)).graph.initializer}
+        lstm = next(n for n in graph_nodes if n.op_type == "DynamicQuantizeLSTM")
+        return tuple(numpy_helper.to_array(initializers[lstm.input[i]]) for i in (1, 8))  # W, its scales
+
+    (w_one, _), (w_split, w_scale) = (quantized_weights("model.int8.onnx", one_graph),
+                                      quantized_weights("model-char-vectors.int8.onnx", split))
+    np.testing.assert_array_equal(w_one, w_split)  # the word LSTM in both, quantised alike
+    assert w_split.shape[-1] == 4 * labeler.model_config.word_hidden  # not the character encoder's (4 x 8)
     assert w_scale.size > 1  # per channel: one scale per row of the input weights
     inputs = _graph_inputs(labeler, read_labelled(tiny_grobid).sequences[:6])
     sessions = [onnxruntime.InferenceSession(str(out / name), providers=["CPUExecutionProvider"])

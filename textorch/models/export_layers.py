@@ -81,27 +81,28 @@ def _onnx_weights(rnn: nn.RNNBase) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     return torch.stack(weights), torch.stack(recurrent), torch.stack(biases)
 
 
-class _NativeBiRNN(torch.autograd.Function):
-    """Exported as one ONNX ``LSTM``/``GRU`` node; only ever applied while exporting."""
+@torch.library.custom_op("textorch::native_birnn", mutates_args=())
+def native_birnn(x: torch.Tensor, lengths: torch.Tensor, weights: torch.Tensor, recurrent: torch.Tensor,
+                 biases: torch.Tensor, kind: str, hidden: int, final: bool) -> torch.Tensor:
+    """One bidirectional ``LSTM``/``GRU`` over right-padded ``x`` (B, T, I) with per-row
+    ``lengths``, weights in the ONNX operator's layout (:func:`_onnx_weights`): (B, T, 2H)
+    outputs, or with ``final`` the (B, 2H) final states.
 
-    @staticmethod
-    def forward(ctx, x, lengths, weights, recurrent, biases, kind: str, hidden: int, final: bool):  # noqa: ARG004
-        # The tracer needs an output of the right shape; the graph gets symbolic()'s nodes.
-        if final:
-            return x.new_zeros(x.shape[0], 2 * hidden)
-        return x.new_zeros(x.shape[0], x.shape[1], 2 * hidden)
+    An operator of its own so that an exporter keeps it as one node, which
+    :mod:`textorch.onnx.exporter` writes as the native ONNX node. It is only ever called while
+    exporting (the modules compute the same thing with their own layers otherwise): its values
+    are zeros of the right shape, all the TorchScript exporter's trace needs (``torch.export``
+    asks :func:`_native_birnn_shape` instead)."""
+    return _native_birnn_shape(x, lengths, weights, recurrent, biases, kind, hidden, final).zero_()
 
-    @staticmethod
-    def symbolic(g, x, lengths, weights, recurrent, biases, kind: str, hidden: int, final: bool):
-        steps_first = g.op("Transpose", x, perm_i=[1, 0, 2])
-        sequence_lens = g.op("Cast", lengths, to_i=6)  # int32, as the operator wants
-        extra = {"linear_before_reset_i": 1} if kind == "GRU" else {}  # PyTorch's GRU formula
-        outputs = g.op(kind, steps_first, weights, recurrent, biases, sequence_lens, hidden_size_i=hidden,
-                       direction_s="bidirectional", outputs=3 if kind == "LSTM" else 2, **extra)
-        if final:  # Y_h (2, B, H) -> (B, 2H): forward final state, then backward
-            return g.op("Flatten", g.op("Transpose", outputs[1], perm_i=[1, 0, 2]), axis_i=1)
-        by_batch = g.op("Transpose", outputs[0], perm_i=[2, 0, 1, 3])  # Y (T, 2, B, H) -> (B, T, 2, H)
-        return g.op("Reshape", by_batch, g.op("Constant", value_t=torch.tensor([0, 0, -1], dtype=torch.int64)))
+
+@native_birnn.register_fake
+def _native_birnn_shape(x: torch.Tensor, lengths: torch.Tensor, weights: torch.Tensor, recurrent: torch.Tensor,
+                        biases: torch.Tensor, kind: str, hidden: int, final: bool) -> torch.Tensor:
+    """The output's shape and dtype, all an export needs to know of the operator."""
+    if final:
+        return x.new_empty(x.shape[0], 2 * hidden)
+    return x.new_empty(x.shape[0], x.shape[1], 2 * hidden)
 
 
 class PaddedBiRNN(nn.Module):
@@ -119,8 +120,8 @@ class PaddedBiRNN(nn.Module):
     def _native(self, x: torch.Tensor, lengths: torch.Tensor, final: bool) -> torch.Tensor:
         # A length of 0 (an all-padding row) is not valid for the operator: such rows run one
         # step and are zeroed by the caller.
-        return _NativeBiRNN.apply(x, lengths.clamp(min=1), self.onnx_weights, self.onnx_recurrent,
-                                  self.onnx_biases, self.kind, self.forward_rnn.hidden_size, final)
+        return native_birnn(x, lengths.clamp(min=1), self.onnx_weights, self.onnx_recurrent,
+                            self.onnx_biases, self.kind, self.forward_rnn.hidden_size, final)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Outputs (B, T, 2H); rows past a sequence's length hold values nobody should read."""

@@ -20,6 +20,7 @@ from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder, Embed
 from textorch.models.encoders import IdentityEncoder
 from textorch.models.heads import CRFHead, SoftmaxHead
 from textorch.models import costs
+from textorch.models.graph_capture import being_captured
 from textorch.models.length_groups import in_length_groups, length_groups
 from textorch.models.tagger import SequenceTagger
 
@@ -65,13 +66,13 @@ class TransformerEmbedder(Embedder):
         a real one (more, in attention). Tagging therefore runs groups of windows of similar
         length, each cut to its own longest (:func:`length_groups`), and puts the outputs back in
         place: the attention mask keeps padding out of every real position, so results are the
-        same up to rounding. Training, export (tracing) and GPUs (measured only on the CPU, where
+        same up to rounding. Training, export (a captured graph) and GPUs (measured only on the CPU, where
         the cost model comes from) run the one padded call.
         """
         lengths = window_mask.sum(dim=1)
         groups = None
         if (window_ids.device.type == "cpu" and not torch.is_grad_enabled() and window_ids.shape[0] > 1
-                and not torch.jit.is_tracing()):
+                and not being_captured()):
             groups = length_groups(lengths, costs.WINDOW_GROUP_COSTS)
         if groups is None:
             return self.encoder(input_ids=window_ids, attention_mask=window_mask).last_hidden_state

@@ -107,10 +107,13 @@ class ExportableClassifier(nn.Module):
     def _combine(self, logits: torch.Tensor) -> torch.Tensor:
         """:meth:`ClassifierEnsemble.forward`'s normalised geometric mean, in ONNX operations: ONNX
         has no ``expm1``, so ``log(1 - p)`` is computed from ``p`` (equal in float32 to within 1e-6
-        for the probabilities, which is what the tests compare)."""
+        for the probabilities, which is what the tests compare). The mean over members is a sum
+        divided by their number: a mean is a ``ReduceMean`` node, which the exporter writes at
+        opset 18 only, a sum a ``ReduceSum`` it writes at the opset of the export."""
+        members = logits.shape[0]
         if not self.multi_label:
-            return F.log_softmax(logits, dim=-1).mean(dim=0)
-        log_p = F.logsigmoid(logits).mean(dim=0).clamp(max=-1e-7)
+            return F.log_softmax(logits, dim=-1).sum(dim=0) / members
+        log_p = (F.logsigmoid(logits).sum(dim=0) / members).clamp(max=-1e-7)
         return log_p - torch.log(1.0 - torch.exp(log_p))
 
 

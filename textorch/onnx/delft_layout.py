@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from textorch.errors import ConfigError, ModelFormatError
 from textorch.models.heads import CRFHead
 from textorch.models.tagger import SequenceTagger
 from textorch.onnx.export import ExportableTagger
+from textorch.onnx.exporter import write_graph
 from textorch.onnx.files import staged_directory
 
 logger = logging.getLogger(__name__)
@@ -285,12 +285,7 @@ def _check_output(output: Path) -> None:
 def _write(output: Path, module: nn.Module, inputs: tuple, names: list[str], axes: dict, files: dict) -> Path:
     _check_output(output)
     with staged_directory(output) as staging:
-        with torch.no_grad(), warnings.catch_warnings():
-            # DeLFT's exporter is the TorchScript one too (its warning that a newer one exists is no news)
-            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
-            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*legacy TorchScript-based ONNX")
-            torch.onnx.export(module, inputs, str(staging / ENCODER_FILE), input_names=names,
-                              output_names=["emissions"], opset_version=OPSET, dynamo=False, dynamic_axes=axes)
+        write_graph(module, dict(zip(names, inputs)), ["emissions"], axes, staging / ENCODER_FILE, OPSET)
         for name, content in files.items():
             (staging / name).write_text(json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
     logger.info("DeLFT-layout ONNX export written to %s", output)

@@ -7,12 +7,12 @@ is an earlier export (never a user's folder given by mistake as ``--output``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +25,7 @@ from textorch.errors import ConfigError
 from textorch.model_dir import CONFIG_FILE
 from textorch.runtime.file_modes import follow_umask
 from textorch.runtime.write_errors import cannot_write
+from textorch.onnx.exporter import write_graph
 from textorch.onnx.layout import (  # noqa: F401 - this module's names since the first export
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -177,18 +178,7 @@ def write_export(output: str | Path, graph: Graph, json_files: dict[str, object]
 
 
 def _export_graph(graph: Graph, path: Path) -> None:
-    with torch.no_grad(), warnings.catch_warnings():
-        # The exporter warns about RNN batch sizes (we pass no initial state, so any batch
-        # size works), negative indices (ours never are) and the traced Python conditions of
-        # transformers' attention masks (the example inputs are padded, so the general path
-        # is traced): the tests check the graphs on other shapes than the example's.
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        torch.onnx.export(
-            graph.module.eval(), tuple(graph.inputs.values()), str(path),
-            input_names=list(graph.inputs), output_names=graph.outputs, opset_version=OPSET, dynamo=False,
-            dynamic_axes=graph.dynamic_axes,
-        )
+    write_graph(graph.module, graph.inputs, graph.outputs, graph.dynamic_axes, path, OPSET)
 
 
 class _DropAdvice(logging.Filter):
@@ -217,7 +207,9 @@ def _quantize(source: Path, target: Path, like: Path | None = None) -> None:
     layer's (reordered) weights as constant nodes, so those are made initializers first
     (:func:`_constants_as_initializers`), else every LSTM would stay float.
 
-    ``like``: only the nodes this graph also has (by name) are quantised. A tagger's
+    ``like``: only the nodes this graph also has are quantised, a node being known by its
+    operator and the weights it reads (:func:`_node_keys`; names differ from one graph to the
+    other, numbered by the exporter as it goes). A tagger's
     ``model.onnx`` then keeps its character encoder in float, as the split route runs it
     (``char-encoder.onnx`` in float, once per distinct token, then the int8 network)."""
     import onnx
@@ -227,8 +219,10 @@ def _quantize(source: Path, target: Path, like: Path | None = None) -> None:
     _constants_as_initializers(model.graph)
     excluded = None
     if like is not None:
-        shared = {node.name for node in onnx.load(str(like)).graph.node}
-        excluded = [node.name for node in model.graph.node if node.name not in shared]
+        other = onnx.load(str(like))
+        _constants_as_initializers(other.graph)
+        shared = set(_node_keys(other.graph).values())
+        excluded = [name for name, key in _node_keys(model.graph).items() if key not in shared]
     prepared = target.with_name(target.name + ".float")
     onnx.save(model, str(prepared))
     advice = _DropAdvice()
@@ -240,6 +234,19 @@ def _quantize(source: Path, target: Path, like: Path | None = None) -> None:
     finally:
         root.removeFilter(advice)
         prepared.unlink(missing_ok=True)
+
+
+def _node_keys(graph: object) -> dict[str, tuple]:
+    """Per node name, its operator and a digest of each weight (initializer) it reads: the same
+    for the node that computes the same thing in another graph of the same model."""
+    from onnx import numpy_helper
+
+    digests = {}
+    for tensor in graph.initializer:  # type: ignore[attr-defined]
+        array = numpy_helper.to_array(tensor)
+        digests[tensor.name] = hashlib.sha256(f"{array.dtype}{array.shape}".encode() + array.tobytes()).hexdigest()
+    return {node.name: (node.op_type, tuple(digests[name] for name in node.input if name in digests))
+            for node in graph.node}  # type: ignore[attr-defined]
 
 
 def _constants_as_initializers(graph: object) -> None:
