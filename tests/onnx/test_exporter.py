@@ -120,6 +120,7 @@ def test_a_bidirectional_rnn_is_one_native_node_equal_to_pytorch_on_other_shapes
     def refused(*args: object) -> None:
         raise AssertionError("the TorchScript exporter was used")
 
+    monkeypatch.setenv(exporter.EXPORTER_VARIABLE, "torch.export")
     monkeypatch.setattr(exporter, "write_legacy_graph", refused)
     torch.manual_seed(0)
     rnn = cell(4, 3, batch_first=True, bidirectional=True).eval()
@@ -143,3 +144,25 @@ def test_a_bidirectional_rnn_is_one_native_node_equal_to_pytorch_on_other_shapes
         expected_final = rnn_final_states(rnn, x, lengths)
     np.testing.assert_allclose(outputs, expected_outputs.numpy(), atol=1e-5)
     np.testing.assert_allclose(final, expected_final.numpy(), atol=1e-5)
+
+
+def test_the_torchscript_exporter_writes_by_default_and_the_new_one_takes_over_where_it_is_gone(
+        tmp_path: Path, monkeypatch) -> None:
+    """By default (the new exporter is over ten times slower a graph) the TorchScript exporter
+    writes every graph; a PyTorch without it (``dynamo=False`` refused) gets the new one."""
+    used: list[str] = []
+    real_new = exporter.write_new_graph
+    monkeypatch.delenv(exporter.EXPORTER_VARIABLE, raising=False)
+    monkeypatch.setattr(exporter, "write_new_graph", lambda *a: used.append("torch.export") or real_new(*a))
+    real_legacy = exporter.write_legacy_graph
+    monkeypatch.setattr(exporter, "write_legacy_graph", lambda *a: used.append("torchscript") or real_legacy(*a))
+    write_graph(_Steps(), _inputs(), ["y"], AXES, tmp_path / "a.onnx", OPSET)
+    assert used == ["torchscript"]
+
+    def gone(*args: object) -> None:
+        raise NotImplementedError("the TorchScript-based exporter was removed")
+
+    used.clear()
+    monkeypatch.setattr(exporter, "write_legacy_graph", gone)
+    write_graph(_Steps(), _inputs(), ["y"], AXES, tmp_path / "b.onnx", OPSET)
+    assert used == ["torch.export"] and (tmp_path / "b.onnx").stat().st_size > 0

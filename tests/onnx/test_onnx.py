@@ -67,6 +67,27 @@ def test_onnx_engine_equals_pytorch(tmp_path: Path, tiny_grobid: Path, architect
     assert labeler.evaluate(tiny_grobid)["f1"] == pytest.approx(_f1_torch(labeler, tiny_grobid))
 
 
+@pytest.mark.parametrize("architecture", ["BidLSTM_CRF_FEATURES_TEMPLATE", "BidGRU_CRF"])
+def test_the_torch_export_based_exporter_writes_graphs_that_equal_pytorch(tmp_path: Path, tiny_grobid: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         architecture: str) -> None:
+    """The exporter PyTorch keeps (the default while it has the TorchScript one, see
+    textorch.onnx.exporter) writes the recurrent taggers right: the day it takes over, nothing changes."""
+    from textorch.onnx import exporter
+
+    def refused(*args: object) -> None:
+        raise AssertionError("the TorchScript exporter was used")
+
+    monkeypatch.setenv(exporter.EXPORTER_VARIABLE, "torch.export")
+    monkeypatch.setattr(exporter, "write_legacy_graph", refused)
+    labeler = _trained(tmp_path, tiny_grobid, architecture)
+    sequences = read_labelled(tiny_grobid).sequences
+    expected = labeler.predict(sequences, batch_size=7)
+    export_labeler(labeler, tmp_path / "onnx")
+    attach_onnx(labeler, tmp_path, tmp_path / "onnx")
+    _assert_same(expected, labeler.predict(sequences, batch_size=7))
+
+
 @pytest.mark.parametrize("architecture,operator", [("BidLSTM_CRF", "LSTM"), ("BidGRU_CRF", "GRU")])
 def test_each_bidirectional_rnn_is_one_native_node(tmp_path: Path, tiny_grobid: Path, architecture: str,
                                                    operator: str) -> None:

@@ -1,9 +1,14 @@
-"""Writing one ONNX graph with PyTorch's ``torch.export``-based exporter.
+"""Writing one ONNX graph: the one place that picks PyTorch's exporter for it.
 
-PyTorch has deprecated its TorchScript-based exporter: every graph of an export is written
-here with the supported one instead, except those holding a layer it gets wrong
-(:mod:`textorch.onnx.legacy_export` lists them, each with what goes wrong). This module gives
-the new exporter what textorch's graphs need:
+PyTorch has deprecated its TorchScript-based exporter for the ``torch.export``-based one. Both
+write textorch's graphs with the same results where the new one can write them at all (tested:
+``tests/onnx/test_exporter.py``), but the new one takes over ten times as long per graph
+(docs/performance.md, "ONNX export"), and an export now follows every training run and every
+first use of a model. So the TorchScript exporter writes every graph while PyTorch has it
+(:data:`EXPORTER_VARIABLE` asks for the new one); where it is gone, the new exporter takes
+over by itself, for every graph it writes right (:mod:`textorch.onnx.legacy_export` lists the
+layers it gets wrong, each with what goes wrong). This module gives the new exporter what
+textorch's graphs need:
 
 * the padded bidirectional RNNs of :mod:`textorch.models.export_layers` reach it as one
   ``textorch::native_birnn`` operator, written here as one native ``LSTM``/``GRU`` node with
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -117,11 +123,17 @@ class OpsetNotKept(RuntimeError):
     :data:`textorch.onnx.legacy_export.LEGACY_LAYERS`, with that reason)."""
 
 
+EXPORTER_VARIABLE = "TEXTORCH_ONNX_EXPORTER"
+"""``torch.export`` here makes the new exporter write every graph it writes right; unset (or
+``torchscript``), the TorchScript exporter writes them while PyTorch has it."""
+
+
 def write_graph(module: nn.Module, inputs: Mapping[str, torch.Tensor], output_names: Sequence[str],
                 dynamic_axes: Mapping[str, Mapping[int, str]], path: Path, opset: int) -> None:
-    """Export ``module`` run on ``inputs`` (by graph input name, in argument order) to ``path``,
-    with the new exporter unless the module holds a layer it gets wrong or the opset is older
-    than it reaches (:func:`~textorch.onnx.legacy_export.legacy_reason`).
+    """Export ``module`` run on ``inputs`` (by graph input name, in argument order) to ``path``:
+    with the TorchScript exporter where the module holds a layer the new one gets wrong or the
+    opset is older than it reaches (:func:`~textorch.onnx.legacy_export.legacy_reason`), and by
+    default while PyTorch has it (the module docstring says why); else with the new one.
 
     The example inputs fix every axis that ``dynamic_axes`` does not name; with the new exporter
     the names of an output's axes come from the inputs they follow (the same names for every
@@ -131,6 +143,14 @@ def write_graph(module: nn.Module, inputs: Mapping[str, torch.Tensor], output_na
         logger.debug("%s: the TorchScript exporter writes this graph (%s)", path.name, reason)
         write_legacy_graph(module, inputs, output_names, dynamic_axes, path, opset)
         return
+    if os.environ.get(EXPORTER_VARIABLE, "torchscript") != "torch.export":
+        try:
+            write_legacy_graph(module, inputs, output_names, dynamic_axes, path, opset)
+            return
+        except (ImportError, AttributeError, NotImplementedError, TypeError) as gone:
+            # What a PyTorch without the TorchScript exporter raises for ``dynamo=False``.
+            logger.info("%s: the TorchScript exporter is not available (%s: %s): the torch.export-based "
+                        "exporter writes it", path.name, type(gone).__name__, gone)
     write_new_graph(module, inputs, output_names, dynamic_axes, path, opset)
 
 
