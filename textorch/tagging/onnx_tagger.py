@@ -54,6 +54,12 @@ TEMPLATE_TABLE_WEIGHT = "template_emissions.keys"
 
 DECODE_ROWS = 512
 """Sequences whose CRF is decoded in one pass (see :func:`_decoding_groups`)."""
+BATCH_TOKENS = 8192
+"""Padded tokens of one graph run at most (a batch keeps at least one sequence). Sentences fill
+their ``batch_size`` long before it; whole documents (a bibliography, a paper's body) go a few
+at a time, so peak memory does not grow with the batch size times the longest document."""
+DECODE_TOKENS = 1 << 16
+"""Padded tokens of one CRF pass at most (a group keeps at least one batch), for the same reason."""
 TYPES_PER_RUN = 4096
 """Token types per run of the character encoder (bounds its memory on a chunk with many types)."""
 
@@ -155,7 +161,7 @@ class OnnxTagger:
             return paths_out, scores_out
         type_vectors = self._type_vectors(encoded.type_table)
         order = np.flatnonzero(lengths)[np.argsort(lengths[lengths > 0], kind="stable")]
-        for group in _decoding_groups([order[i:i + step] for i in range(0, len(order), step)]):
+        for group in _decoding_groups(_token_bounded_batches(order, lengths, step), lengths):
             rows = np.concatenate(group)
             emissions = _stacked([self._emissions(encoded, batch, lengths[batch], type_vectors) for batch in group])
             paths, scores = self._decode(emissions, lengths[rows], with_scores)
@@ -213,14 +219,28 @@ class OnnxTagger:
         return feed(self.input_names, inputs)
 
 
-def _decoding_groups(batches: list[np.ndarray]) -> list[list[np.ndarray]]:
-    """Consecutive batches gathered into groups of at least :data:`DECODE_ROWS` sequences (the
-    last may hold fewer), decoded together: the NumPy CRF pays a few calls per time step, so one
-    pass over a group's longest length costs far less than one per batch."""
+def _token_bounded_batches(order: np.ndarray, lengths: np.ndarray, step: int) -> list[np.ndarray]:
+    """``order`` (positions sorted by length, shortest first) cut into batches of at most ``step``
+    sequences and :data:`BATCH_TOKENS` padded tokens (at least one sequence a batch)."""
+    if not len(order) or step * int(lengths[order[-1]]) <= BATCH_TOKENS:  # sentences: count alone decides
+        return [order[i:i + step] for i in range(0, len(order), step)]
+    batches, start = [], 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or end - start >= step or (end + 1 - start) * int(lengths[order[end]]) > BATCH_TOKENS:
+            batches.append(order[start:end])
+            start = end
+    return batches
+
+
+def _decoding_groups(batches: list[np.ndarray], lengths: np.ndarray) -> list[list[np.ndarray]]:
+    """Consecutive batches gathered into groups of at least :data:`DECODE_ROWS` sequences or
+    :data:`DECODE_TOKENS` padded tokens (the last may hold fewer), decoded together: the NumPy
+    CRF pays a few calls per time step, so one pass over a group's longest length costs far less
+    than one per batch."""
     groups: list[list[np.ndarray]] = []
     rows = DECODE_ROWS
     for batch in batches:
-        if rows >= DECODE_ROWS:
+        if rows >= DECODE_ROWS or (groups and (rows + len(batch)) * int(lengths[batch[-1]]) > DECODE_TOKENS):
             groups.append([])
             rows = 0
         groups[-1].append(batch)
