@@ -202,8 +202,9 @@ def main() -> int:
     parser.add_argument("--pause-collector", action="store_true",
                         help="whole-file tagging: run textorch as 'textorch --pause-collector seq tag ...' (its opt-in "
                              "pause of the cyclic garbage collector)")
-    parser.add_argument("--textorch-engine", choices=["torch", "onnx", "onnx-int8"], default="torch",
-                        help="whole-file tagging: textorch's 'seq tag --engine'; onnx exports each model first (not "
+    parser.add_argument("--textorch-engine", choices=["default", "torch", "onnx", "onnx-int8"], default="default",
+                        help="whole-file tagging: textorch's 'seq tag --engine'; default: no engine option, what a "
+                             "user types after training (its export made first, not timed, as training makes it); onnx exports each model first (not "
                              "timed) and tags with its ONNX Runtime tagger, which does not import PyTorch; onnx-int8 "
                              "the same with the int8 export ('export onnx --quantize', 'seq tag --quantized')")
     parser.add_argument("--whole-files-only", action="store_true",

@@ -45,7 +45,7 @@ class Runner:
     """Starts runner processes, reads their ``BENCH_JSON`` line, keeps logs and failures."""
 
     def __init__(self, work: Path, delft_python: Path | None, threads: int | None = None,
-                 wapiti: str | None = None, textorch_entry: list[str] | None = None, textorch_engine: str = "torch") -> None:
+                 wapiti: str | None = None, textorch_entry: list[str] | None = None, textorch_engine: str = "default") -> None:
         self.work = work
         self.wapiti = wapiti
         self.env = {**os.environ, **allocator_env()}
@@ -58,13 +58,16 @@ class Runner:
         self.textorch_entry = textorch_entry or []
         """Options of the ``textorch`` entry point itself for whole-file tagging (``--pause-collector``)."""
         self.textorch_engine = textorch_engine
-        """Whole-file tagging's engine: ``torch``, ``onnx`` or ``onnx-int8`` (``seq tag --engine onnx
-        --quantized``); the ONNX ones export the model first (untimed)."""
+        """Whole-file tagging's engine: ``default`` (no engine option: what a user types after
+        training), ``torch``, ``onnx`` or ``onnx-int8`` (``seq tag --engine onnx --quantized``); all but
+        ``torch`` export the model first (untimed, as training does)."""
         self.wapiti_time_limit: float | None = None
         """Seconds before each Wapiti training is stopped (``--wapiti-time-limit``)."""
 
     def engine_options(self) -> list[str]:
         """``seq tag``'s options for :attr:`textorch_engine`."""
+        if self.textorch_engine == "default":
+            return []
         if self.textorch_engine == "onnx-int8":
             return ["--engine", "onnx", "--quantized"]
         return ["--engine", self.textorch_engine]

@@ -330,12 +330,16 @@ def test_start_up_rows_and_whole_file_rows_of_a_run_without_training():
 
 
 def test_whole_file_engines_give_seq_tag_their_options(tmp_path):
-    """``--textorch-engine onnx-int8`` exports the int8 files and tags with them, the others with their engine."""
-    runners = {engine: suite_runner.Runner(tmp_path, None, textorch_engine=engine) for engine in ("torch", "onnx", "onnx-int8")}
+    """``--textorch-engine onnx-int8`` exports the int8 files and tags with them, the others with their
+    engine; ``default`` (the suite's default) gives no engine option, as a user types it."""
+    engines = ("default", "torch", "onnx", "onnx-int8")
+    runners = {engine: suite_runner.Runner(tmp_path, None, textorch_engine=engine) for engine in engines}
+    assert suite_runner.Runner(tmp_path, None).textorch_engine == "default"
     assert {engine: r.engine_options() for engine, r in runners.items()} == {
-        "torch": ["--engine", "torch"], "onnx": ["--engine", "onnx"], "onnx-int8": ["--engine", "onnx", "--quantized"]}
+        "default": [], "torch": ["--engine", "torch"], "onnx": ["--engine", "onnx"],
+        "onnx-int8": ["--engine", "onnx", "--quantized"]}
     assert {engine: r.export_options() for engine, r in runners.items()} == {
-        "torch": None, "onnx": [], "onnx-int8": ["--quantize"]}  # the int8 engine's export makes the int8 files
+        "default": [], "torch": None, "onnx": [], "onnx-int8": ["--quantize"]}  # the int8 engine's export makes the int8 files
 
 
 SLOW_WAPITI = r'''#!{python}
