@@ -280,3 +280,32 @@ def test_the_check_data_is_validation_first_then_training_within_the_bound() -> 
     items, _ = taken([], list(range(1, 200)), 500)
     assert sum(items) <= 500 and sum(items) > 450
     assert taken([], list(range(1, 200)), 500) == (items, _)  # seeded
+
+
+def test_the_default_door_runs_the_int8_model_where_training_checked_it(cli_tagger: Path, tmp_path: Path) -> None:
+    """``auto`` (every door's default) takes ``model.int8.onnx`` only where a passing check of this
+    very export lies beside it; without one, or with an engine named, the float model."""
+    from textorch.onnx.opening import EngineOptions
+    from textorch.tagging.opening import open_tagger
+
+    model = tmp_path / "model"
+    shutil.copytree(cli_tagger, model)
+    description = read_description(model / "onnx")
+    assert not int8_default_allowed(model / "onnx")  # the tiny data's own check: too few tokens
+
+    def runs_int8(opened) -> bool:
+        """Whether the network's graph is an int8 file (``model.int8.onnx``, ``model-char-vectors.int8.onnx``)."""
+        predictor = opened.predictor
+        session = getattr(predictor, "session", None) or predictor.runner.onnx_runner.session
+        return Path(session._model_path).name.endswith(".int8.onnx")
+
+    assert not runs_int8(open_tagger(model, predict_only=True))
+    write_check(model / "onnx", Int8Check(
+        task="sequence_labelling", unit="tokens", sequences=100, units=2000, agreeing_units=2000, changed_sequences=0,
+        f1_float=90.0, f1_int8=90.0, data={"validation": 100, "training": 0},
+        source_weights_sha256=description["source_weights_sha256"], int8_revision=description["int8_revision"],
+        textorch_version="x", seconds=0.1))
+    assert runs_int8(open_tagger(model, predict_only=True))  # the torch-free tagger
+    assert runs_int8(open_tagger(model))  # the labeler's auto runner (server, facade)
+    assert not runs_int8(open_tagger(model, EngineOptions(engine="onnx"), predict_only=True))
+    assert open_tagger(model, EngineOptions(engine="torch")).predictor.runner is None

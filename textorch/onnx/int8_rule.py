@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from textorch.errors import ModelFormatError
-from textorch.onnx.files import QUANTIZED_FILE
+from textorch.onnx.layout import QUANTIZED_FILE
 from textorch.onnx.layout import read_description
 
 CHECK_FILE = "int8-check.json"

@@ -34,11 +34,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from textorch.errors import ConfigError
+from textorch.onnx.int8_rule import CHECK_FILE, int8_default_allowed
 from textorch.train.dist import DistContext, context_from_env, resolve_device
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,14 @@ class EngineOptions:
     quantized: bool = False
     onnx_dir: str | Path | None = None
     threads: int | None = None
+    checked_int8: bool = False
+    """Set by this module, never by a user: ``auto`` runs the export's int8 model, which training
+    checked against the float one (:func:`with_checked_int8`)."""
+
+    @property
+    def int8(self) -> bool:
+        """Whether the int8 model runs: asked (``--quantized``) or checked at training."""
+        return self.quantized or self.checked_int8
 
     def check(self) -> None:
         """Refuse options that do not go together, before any model is read (ONNX Runtime runs on the CPU here)."""
@@ -104,6 +113,7 @@ def open_predictor(directory: str | Path, options: EngineOptions, load: Loader,
     """The model of ``directory`` run as ``options`` ask (see the module docstring): the torch-free
     tagger where the caller gives one and it serves, else ``load`` then :func:`run_loaded`."""
     options.check()
+    options = with_checked_int8(directory, options)
     if open_torch_free is not None:
         tagger = open_without_torch(directory, options, open_torch_free)
         if tagger is not None:
@@ -111,6 +121,20 @@ def open_predictor(directory: str | Path, options: EngineOptions, load: Loader,
     device = options.session_device()
     predictor = load(directory, resolve_device(device, DistContext()) if device == "auto" else options.device)
     return Opened(predictor, run_loaded(predictor, directory, options))
+
+
+def with_checked_int8(directory: str | Path, options: EngineOptions) -> EngineOptions:
+    """``options`` with the int8 model as the default of ``auto`` where training checked it against
+    the float model on the model's own data and the rule allowed it
+    (:func:`textorch.onnx.int8_rule.int8_default_allowed`, docs/onnx.md); unchanged otherwise
+    (another engine, an ``--onnx-dir`` or ``--quantized`` of the user's, no check, a failed one)."""
+    if options.engine != "auto" or options.quantized or options.onnx_dir is not None:
+        return options
+    if not int8_default_allowed(Path(directory) / "onnx"):  # the engines' own export directory, MODEL/onnx
+        return options
+    logger.info("%s: its int8 model runs (checked against the float one at training, %s)", directory,
+                Path(directory) / "onnx" / CHECK_FILE)
+    return replace(options, checked_int8=True)
 
 
 def torch_free_blocker(options: EngineOptions) -> str | None:
@@ -159,8 +183,7 @@ def run_loaded(predictor: Any, directory: str | Path, options: EngineOptions) ->
     from textorch.onnx import engine
     from textorch.runtime.precision import check_inference_precision
 
-    options = EngineOptions(options.engine, predictor.device, options.precision, options.quantized,
-                            options.onnx_dir, options.threads)
+    options = replace(options, device=predictor.device)
     options.check()
     check_inference_precision(options.precision, predictor.device, options.engine)
     predictor.precision = options.precision
@@ -169,7 +192,7 @@ def run_loaded(predictor: Any, directory: str | Path, options: EngineOptions) ->
         export = engine.attach_onnx(predictor, directory, options.onnx_dir, options.quantized, options.threads)
         logger.info("%s runs with ONNX Runtime from %s%s", directory, export, " (int8)" if options.quantized else "")
         return "onnx"
-    if options.engine == "auto" and _attach_auto(predictor, directory, options.threads):
+    if options.engine == "auto" and _attach_auto(predictor, directory, options.threads, options.checked_int8):
         return "auto"
     return "pytorch"
 
@@ -193,7 +216,7 @@ def auto_engine_blocker(predictor: Any) -> str | None:
     return None
 
 
-def _attach_auto(predictor: Any, directory: str | Path, threads: int | None) -> bool:
+def _attach_auto(predictor: Any, directory: str | Path, threads: int | None, int8: bool = False) -> bool:
     """``auto`` on a loaded model: a tagger runs its small calls with ONNX Runtime
     (:class:`~textorch.onnx.engine.AutoRunner`), a classifier all of them, exported as ``onnx``
     does. False when every call stays in PyTorch (the reason is logged: an export that fails must
@@ -205,7 +228,7 @@ def _attach_auto(predictor: Any, directory: str | Path, threads: int | None) -> 
         logger.info("--engine auto: %s runs every call in PyTorch: %s", directory, reason)
         return False
     try:
-        engine.attach_onnx(predictor, directory, threads=threads)
+        engine.attach_onnx(predictor, directory, quantized=int8, threads=threads)
     except Exception as exc:  # noqa: BLE001 - any export or runtime failure: PyTorch it is
         predictor.runner = None
         logger.warning("--engine auto: %s runs every call in PyTorch: no ONNX model (%s: %s)",

@@ -60,7 +60,7 @@ def textorch_dir(directory: str | Path, cache_dir: str | Path | None = None, emb
 
 def _torch_free(cache_dir: str | Path | None):
     def opened(path: str | Path, chosen: EngineOptions) -> OnnxTagger:
-        return OnnxTagger.open(path, chosen.onnx_dir, chosen.quantized, cache_dir, chosen.threads)
+        return OnnxTagger.open(path, chosen.onnx_dir, chosen.int8, cache_dir, chosen.threads)
 
     return opened
 
