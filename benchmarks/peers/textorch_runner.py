@@ -39,10 +39,12 @@ else:
     from runner_common import emit as _emit, peak_rss_mb, tagging_rows, training_speeds, write_predictions
     from runner_common import add_calls_command, grobid_call_rows, read_calls
 
+from textorch.onnx.trained_export import export_after_training  # noqa: E402
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
 from textorch.tagging.training_path import fitted_to_data, split_for_training  # noqa: E402
+from textorch.train.dist import DistContext  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 
@@ -180,8 +182,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     predictions = labeler.predict(test.sequences, batch_size=64, with_scores=False)
     write_predictions(args.predictions, [s.labels for s in test.sequences], [p.labels for p in predictions])
     f1 = float(labeler.evaluate(test)["f1"])
-    if args.output:
+    if args.output:  # saved and exported (with its int8 check) as `textorch grobid MODEL train` leaves it
         labeler.save(args.output)
+        export_after_training(labeler, args.output, DistContext(), valid, train, train_config.seed)
     epoch_s = [r.seconds for r in result.history]
     emit({
         "system": "textorch", "precision": args.precision, "task": args.task, "architecture": args.architecture,
