@@ -286,7 +286,7 @@ def test_the_default_door_runs_the_int8_model_where_training_checked_it(cli_tagg
     """``auto`` (every door's default) takes ``model.int8.onnx`` only where a passing check of this
     very export lies beside it; without one, or with an engine named, the float model."""
     from textorch.onnx.opening import EngineOptions
-    from textorch.tagging.opening import open_tagger
+    from textorch.tagging.opening import open_tagger, torch_free_tagger
 
     model = tmp_path / "model"
     shutil.copytree(cli_tagger, model)
@@ -306,6 +306,7 @@ def test_the_default_door_runs_the_int8_model_where_training_checked_it(cli_tagg
         source_weights_sha256=description["source_weights_sha256"], int8_revision=description["int8_revision"],
         textorch_version="x", seconds=0.1))
     assert runs_int8(open_tagger(model, predict_only=True))  # the torch-free tagger
+    assert runs_int8(SimpleNamespace(predictor=torch_free_tagger(model, EngineOptions())))  # seq tag's way to it
     assert runs_int8(open_tagger(model))  # the labeler's auto runner (server, facade)
     assert not runs_int8(open_tagger(model, EngineOptions(engine="onnx"), predict_only=True))
     assert open_tagger(model, EngineOptions(engine="torch")).predictor.runner is None

@@ -128,7 +128,7 @@ def with_checked_int8(directory: str | Path, options: EngineOptions) -> EngineOp
     the float model on the model's own data and the rule allowed it
     (:func:`textorch.onnx.int8_rule.int8_default_allowed`, docs/onnx.md); unchanged otherwise
     (another engine, an ``--onnx-dir`` or ``--quantized`` of the user's, no check, a failed one)."""
-    if options.engine != "auto" or options.quantized or options.onnx_dir is not None:
+    if options.engine != "auto" or options.int8 or options.onnx_dir is not None:
         return options
     if not int8_default_allowed(Path(directory) / "onnx"):  # the engines' own export directory, MODEL/onnx
         return options
@@ -162,6 +162,7 @@ def open_without_torch(directory: str | Path, options: EngineOptions, open_torch
     """The torch-free tagger of ``directory``, or None where it may not or cannot run (logged:
     the caller then loads the model in PyTorch, which exports first where needed)."""
     options.check()
+    options = with_checked_int8(directory, options)
     reason = torch_free_blocker(options)
     if reason is not None:
         logger.debug("%s: loading it with PyTorch (%s)", directory, reason)
