@@ -166,3 +166,12 @@ def test_the_torchscript_exporter_writes_by_default_and_the_new_one_takes_over_w
     monkeypatch.setattr(exporter, "write_legacy_graph", gone)
     write_graph(_Steps(), _inputs(), ["y"], AXES, tmp_path / "b.onnx", OPSET)
     assert used == ["torch.export"] and (tmp_path / "b.onnx").stat().st_size > 0
+
+
+def test_an_unknown_exporter_is_refused_with_the_variable_named(tmp_path: Path, monkeypatch) -> None:
+    from textorch.errors import ConfigError
+
+    monkeypatch.setenv(exporter.EXPORTER_VARIABLE, "dynamo")
+    with pytest.raises(ConfigError, match="TEXTORCH_ONNX_EXPORTER='dynamo': use one of torchscript, torch.export"):
+        write_graph(_Steps(), _inputs(), ["y"], AXES, tmp_path / "a.onnx", OPSET)
+    assert not (tmp_path / "a.onnx").exists()

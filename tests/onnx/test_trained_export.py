@@ -224,8 +224,10 @@ def test_transformers_and_a_missing_onnxruntime_block_the_export(monkeypatch: py
                                                                                    transformer=object()))
     assert "transformer" in trained_export.training_export_blocker(SimpleNamespace(task="text_classification",
                                                                                    transformer_parts=object()))
-    real_find = trained_export.importlib.util.find_spec
-    monkeypatch.setattr(trained_export.importlib.util, "find_spec",
+    import importlib.util
+
+    real_find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name: None if name == "onnxruntime" else real_find(name))
     assert "onnxruntime not installed" in trained_export.training_export_blocker(tagger)
 

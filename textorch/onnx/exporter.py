@@ -35,6 +35,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from textorch.errors import ConfigError
+
 from textorch.models import export_layers  # noqa: F401 - defines torch.ops.textorch.native_birnn
 from textorch.onnx.legacy_export import legacy_reason, write_legacy_graph
 
@@ -128,6 +130,9 @@ EXPORTER_VARIABLE = "TEXTORCH_ONNX_EXPORTER"
 ``torchscript``), the TorchScript exporter writes them while PyTorch has it."""
 
 
+EXPORTERS = ("torchscript", "torch.export")
+
+
 def write_graph(module: nn.Module, inputs: Mapping[str, torch.Tensor], output_names: Sequence[str],
                 dynamic_axes: Mapping[str, Mapping[int, str]], path: Path, opset: int) -> None:
     """Export ``module`` run on ``inputs`` (by graph input name, in argument order) to ``path``:
@@ -143,7 +148,10 @@ def write_graph(module: nn.Module, inputs: Mapping[str, torch.Tensor], output_na
         logger.debug("%s: the TorchScript exporter writes this graph (%s)", path.name, reason)
         write_legacy_graph(module, inputs, output_names, dynamic_axes, path, opset)
         return
-    if os.environ.get(EXPORTER_VARIABLE, "torchscript") != "torch.export":
+    asked = os.environ.get(EXPORTER_VARIABLE, "torchscript")
+    if asked not in EXPORTERS:
+        raise ConfigError(f"{EXPORTER_VARIABLE}={asked!r}: use one of {', '.join(EXPORTERS)}")
+    if asked != "torch.export":
         try:
             write_legacy_graph(module, inputs, output_names, dynamic_axes, path, opset)
             return

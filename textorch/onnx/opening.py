@@ -31,6 +31,7 @@ model is loaded in PyTorch.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from collections.abc import Callable
@@ -198,22 +199,30 @@ def run_loaded(predictor: Any, directory: str | Path, options: EngineOptions) ->
     return "pytorch"
 
 
+def onnx_model_blocker(predictor: Any) -> str | None:
+    """Why ``predictor``'s network is not one ONNX Runtime runs here, or None: a transformer (whose
+    export is large and slow to make) stays in PyTorch, and onnxruntime and onnx must be installed.
+    The rule of ``auto`` below and of the export written after training
+    (:func:`textorch.onnx.trained_export.export_after_training`); looked up, not imported."""
+    classifier = predictor.task == "text_classification"
+    if (predictor.transformer_parts if classifier else predictor.transformer) is not None:
+        return "a transformer model runs in PyTorch under --engine auto"
+    missing = [name for name in ("onnxruntime", "onnx") if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"{' and '.join(missing)} not installed (pip install 'textorch[onnx]')"
+    return None
+
+
 def auto_engine_blocker(predictor: Any) -> str | None:
     """Why ``auto`` runs everything in PyTorch for ``predictor``, or None when it may use ONNX
-    Runtime: a model without a transformer (whose export is large and slow to make), on the CPU,
-    with ``precision`` fp32, with onnxruntime installed."""
-    classifier = predictor.task == "text_classification"
-    transformer = predictor.transformer_parts if classifier else predictor.transformer
-    if transformer is not None:
-        return "a transformer model runs in PyTorch under --engine auto"
+    Runtime: :func:`onnx_model_blocker`'s rule, on the CPU, with ``precision`` fp32."""
+    reason = onnx_model_blocker(predictor)
+    if reason is not None:
+        return reason
     if predictor.device.type != "cpu":
         return f"the model runs on {predictor.device}"
     if predictor.precision != "fp32":
         return f"--precision {predictor.precision} runs in PyTorch"
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return "onnxruntime is not installed (pip install 'textorch[onnx]')"
     return None
 
 

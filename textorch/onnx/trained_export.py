@@ -18,7 +18,6 @@ CPU. In a multi-process run only rank 0 exports, as only it saves.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+
+from textorch.onnx.opening import onnx_model_blocker
 
 if TYPE_CHECKING:
     from textorch.train.dist import DistContext
@@ -39,16 +40,10 @@ the tests of this module set it back."""
 
 
 def training_export_blocker(predictor) -> str | None:
-    """Why a just-trained ``predictor`` gets no export, or None when it does: as the engines'
-    ``--engine auto`` rule (no transformer, whose export is large and slow to make; onnxruntime
-    installed), but whatever device or precision it was trained with."""
-    classifier = predictor.task == "text_classification"
-    if (predictor.transformer_parts if classifier else predictor.transformer) is not None:
-        return "a transformer model runs in PyTorch under --engine auto"
-    missing = [name for name in ("onnxruntime", "onnx") if importlib.util.find_spec(name) is None]
-    if missing:
-        return f"{' and '.join(missing)} not installed (pip install 'textorch[onnx]')"
-    return None
+    """Why a just-trained ``predictor`` gets no export, or None when it does: the engines' rule
+    (:func:`textorch.onnx.opening.onnx_model_blocker`), whatever device or precision it was
+    trained with (it is exported from a CPU copy)."""
+    return onnx_model_blocker(predictor)
 
 
 def export_after_training(predictor, model_dir: str | Path | None, ctx: DistContext, valid=None, train=None,
