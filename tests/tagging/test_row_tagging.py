@@ -23,7 +23,7 @@ from textorch.data.writers import grobid_block, grobid_rows_text  # noqa: E402
 from textorch.errors import DataError  # noqa: E402
 from textorch.tagging.onnx_tagger import OnnxTagger  # noqa: E402
 from textorch.tagging.row_tagging import RowTaggingRun  # noqa: E402
-from textorch.tagging.tag_files import ChunkSize  # noqa: E402
+from textorch.data.streams import ChunkSize  # noqa: E402
 
 SMALL = ["--chunk-sequences", "3", "--chunk-tokens", "1000000"]
 

@@ -172,6 +172,19 @@ def test_streamed_tagging_equals_the_whole_file_route(models: dict[str, Path], t
     assert sorted(p.name for p in out.parent.iterdir()) == ["tagged"]  # no temporary file left
 
 
+@pytest.mark.parametrize("input_format", ["text", "grobid"])
+def test_chunks_closed_by_tokens_give_the_whole_file_answer(models: dict[str, Path], tmp_path: Path, input_format: str) -> None:
+    """``--chunk-tokens`` small enough that chunks close on tokens, not on sequences."""
+    if input_format == "text":
+        path, model = _text_input(tmp_path / "in.txt", 9, huge=40), models["conll"]
+    else:
+        path, model = _grobid_input(tmp_path / "in.grobid", 9, huge=40), models["grobid"]
+    out = tmp_path / "tagged"
+    assert main(["seq", "tag", "--model", str(model), "--input", str(path), "--input-format", input_format,
+                 "--output", str(out), "--device", "cpu", "--chunk-sequences", "100", "--chunk-tokens", "12"]) == 0
+    assert _without_volatile(out.read_text(encoding="utf-8")) == _without_volatile(_whole_file(model, path, input_format))
+
+
 def test_streamed_tagging_with_onnx_runtime_equals_its_whole_file_route(models: dict[str, Path], tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime", reason="the ONNX engine needs onnxruntime (pip install 'textorch[onnx]')")
     path = _text_input(tmp_path / "in.txt", 8, huge=200)
@@ -325,7 +338,8 @@ def test_a_streamed_run_leaves_no_garbage_that_grows_with_the_input(models: dict
     import gc
 
     from textorch.data.staged_output import StagedOutput
-    from textorch.tagging.tag_files import ChunkSize, TaggedWriter, TaggingRun, stream_for_tagging
+    from textorch.data.streams import ChunkSize
+    from textorch.tagging.tag_files import TaggedWriter, TaggingRun, stream_for_tagging
 
     labeler = SequenceLabeler.load(models["conll"], device="cpu")
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from textorch.classification.config import ClsDataConfig
 from textorch.classification.prediction import ClsPrediction
-from textorch.data.streams import until_error
+from textorch.data.streams import ChunkSize, until_error
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
 from textorch.data.writers import answer_header
 from textorch.data.cls_streams import ClsStream, stream_for_classification as stream_examples
 from textorch.errors import ConfigError, TextorchError
-from textorch.runtime.progress import TaggingProgress
+from textorch.runtime.progress import RunTally, TaggingProgress
 from textorch.runtime.write_errors import write_report
 from textorch.train.dist import DistContext
 from textorch.train.dist_eval import reduce_counts
@@ -40,7 +40,7 @@ def evaluate_classifier(classifier: TextClassifier, test_path: str, overrides: d
 
 
 def evaluate_streamed(classifier: TextClassifier, test_path: str, overrides: dict | None = None,
-                      ctx: DistContext | None = None, batch_size: int = 64, chunk_size: int = 4096,
+                      ctx: DistContext | None = None, batch_size: int = 64, chunk: ChunkSize = ChunkSize(),
                       progress: TaggingProgress | None = None) -> dict:
     """:func:`evaluate_classifier`, reading the file chunk by chunk: only the counts are kept,
     summed over processes once at the end."""
@@ -53,13 +53,14 @@ def evaluate_streamed(classifier: TextClassifier, test_path: str, overrides: dic
     # model counts plain strings as one-label sets meanwhile, and the file must show a list by its end.
     awaits_list = classifier.multi_label and fmt == "jsonl" and len(data_config.label_columns or ["label"]) == 1
     counts = None
-    for chunk in _chunks(iter(stream), chunk_size):
-        corpus = ClsCorpus(chunk, test_path, fmt, stream.multi_label or awaits_list, stream.classes, stream.label_columns)
-        data = classifier.text_encoder.encode([e.text for e in chunk], classifier.targets(corpus))
-        part = classifier.local_counts(data, ctx=ctx, batch_size=batch_size)
-        counts = part if counts is None else counts.merge(part)
-        if progress is not None:
-            progress.update(len(chunk), sum(len(e.text.split()) for e in chunk))
+    tally = RunTally(progress)
+    for part in chunk.cut(iter(stream), text_tokens):
+        started = time.perf_counter()
+        corpus = ClsCorpus(part, test_path, fmt, stream.multi_label or awaits_list, stream.classes, stream.label_columns)
+        data = classifier.text_encoder.encode([e.text for e in part], classifier.targets(corpus))
+        scored = classifier.local_counts(data, ctx=ctx, batch_size=batch_size)
+        tally.tally(len(part), sum(map(text_tokens, part)), time.perf_counter() - started)
+        counts = scored if counts is None else counts.merge(scored)
     if awaits_list and not stream.list_labels:
         classifier.targets(ClsCorpus([], test_path, fmt, False))  # the whole-file reader's refusal
     return reduce_counts(counts, classifier.classes, ctx or DistContext()).scores()  # type: ignore[arg-type]
@@ -89,51 +90,39 @@ def stream_for_classification(path: str, input_format: str | None, classifier: T
     return stream_examples(path, fmt, config.text_column, config.header)
 
 
-class ClassificationRun:
+def text_tokens(example: ClsExample) -> int:
+    """A text's tokens for the chunk rule and the tally: its whitespace-separated words, a measure
+    that needs no model (each classifier tokenises its own way, after the chunk is cut)."""
+    return len(example.text.split())
+
+
+class ClassificationRun(RunTally):
     """Classify a stream of examples chunk by chunk: iterate for ``(examples, predictions)`` pairs.
 
-    As :class:`textorch.tagging.tag_files.TaggingRun`: with several processes each classifies its
-    share of every chunk and all receive the chunk's predictions in input order; a data error
-    ends the run once the examples read before it are classified.
+    As :class:`textorch.tagging.tag_files.TaggingRun`, with the same chunk rule and tally (a text
+    counts as a sequence, its words as tokens, ``tag_s`` the seconds in ``predict``): with several
+    processes each classifies its share of every chunk and all receive the chunk's predictions in
+    input order; a data error ends the run once the examples read before it are classified.
     """
 
     def __init__(self, classifier: TextClassifier, examples: Iterable[ClsExample], batch_size: int = 64,
-                 ctx: DistContext | None = None, chunk_size: int = 4096, progress: TaggingProgress | None = None) -> None:
+                 ctx: DistContext | None = None, chunk: ChunkSize = ChunkSize(), progress: TaggingProgress | None = None) -> None:
+        super().__init__(progress)
         self.classifier = classifier
         self.examples = examples
         self.batch_size = batch_size
         self.ctx = ctx
-        self.chunk_size = chunk_size
-        self.progress = progress
-        self.seconds = 0.0
-        """Seconds spent in ``predict``, reading and writing aside."""
+        self.chunk = chunk
 
     def __iter__(self) -> Iterator[tuple[list[ClsExample], list[ClsPrediction]]]:
         failure: list[TextorchError] = []
-        for chunk in _chunks(until_error(self.examples, failure), self.chunk_size):
+        for part in self.chunk.cut(until_error(self.examples, failure), text_tokens):
             started = time.perf_counter()
-            predictions = self.classifier.predict([e.text for e in chunk], self.batch_size, self.ctx)
-            self.seconds += time.perf_counter() - started
-            if self.progress is not None:
-                self.progress.update(len(chunk), sum(len(e.text.split()) for e in chunk))
-            yield chunk, predictions
+            predictions = self.classifier.predict([e.text for e in part], self.batch_size, self.ctx)
+            self.tally(len(part), sum(map(text_tokens, part)), time.perf_counter() - started)
+            yield part, predictions
         if failure:
             raise failure[0]
-
-
-def _chunks(examples: Iterable[ClsExample], size: int) -> Iterator[list[ClsExample]]:
-    """Runs of ``size`` examples; a lone last one joins the run before it (a one-text network call
-    may round its scores in the last bit differently from the same text in a batch)."""
-    if size < 1:
-        raise ConfigError(f"--chunk-size must be at least 1 (got {size})")
-    chunk: list[ClsExample] = []
-    for example in examples:
-        chunk.append(example)
-        if len(chunk) == size + 2:  # two more read: the rest cannot be a lone example
-            yield chunk[:size]
-            chunk = chunk[size:]
-    if chunk:
-        yield chunk
 
 
 def classification_record(example: ClsExample, prediction: ClsPrediction) -> dict:

@@ -19,6 +19,7 @@ from textorch.tagging import presets as apps
 from textorch.cli import seq
 from textorch.cli.export import add_engine_options, opened_tagger
 from textorch.cli.run_options import fold_parallel_option, incremental_input, refuse_output_over_input
+from textorch.cli.streaming_options import add_streaming_options, chunk_size
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns
 from textorch.data.corpus import Corpus
 from textorch.errors import ConfigError
@@ -71,11 +72,11 @@ def _evaluate(model_dir: str, path: str, input_format: str, args: argparse.Names
     from textorch.runtime.progress import TaggingProgress
     from textorch.tagging import tag_files, training
 
+    chunk = chunk_size(args)
     with opened_tagger(args, model_dir, predict_only=False) as (ctx, labeler):
         _, sequences = stream_labelled(path, input_format)
         if args.max_sequences > 0:
             sequences = islice(sequences, args.max_sequences)
-        chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
         with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
             scores = tag_files.evaluate_stream(labeler, sequences, 64, ctx, chunk, progress)
     if ctx.is_main:
@@ -127,9 +128,10 @@ def _grobid(args: argparse.Namespace) -> int:
 
 def _grobid_tag(args: argparse.Namespace, model_dir: str) -> int:
     refuse_output_over_input(args.input, args.tag_output, "--tag-output")
+    chunk = chunk_size(args)
     with opened_tagger(args, model_dir, predict_only=True) as (ctx, labeler):
         labels_as = labeler.input_format if args.input_format != "text" else None  # token input: per-token labels too
-        seq.tag_streamed(args, ctx, labeler, args.input_format, "json", args.tag_output, Path(model_dir).name, 32,
+        seq.tag_streamed(args, chunk, ctx, labeler, args.input_format, "json", args.tag_output, Path(model_dir).name, 32,
                          with_scores=True, labels_as=labels_as)
     return 0
 
@@ -193,7 +195,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     _default_architecture(p, apps.GROBID_DEFAULT_ARCHITECTURE,
                           "GROBID's CRF features inside the BiLSTM-CRF, with rules that follow the data's size; "
                           "a DeLFT name trains with DeLFT's settings")
-    seq.add_streaming_options(p.add_argument_group("tag and eval"))
+    add_streaming_options(p.add_argument_group("tag and eval"))
     add_engine_options(p, with_precision=False)  # --precision is training's option, read by tag and eval too
     p.set_defaults(run=_grobid, format="grobid")
 
@@ -210,6 +212,6 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-json", metavar="FILE", help="train-eval, eval: write the scores as JSON here")
     p.add_argument("--max-sequences", type=int, default=0, metavar="N", help="read only the first N sentences of each file (quick trials; default: all)")
     _training_options(p, "DeLFT's value for the architecture, see docs/applications.md")
-    seq.add_streaming_options(p.add_argument_group("eval"))
+    add_streaming_options(p.add_argument_group("eval"), verb="evaluate")
     add_engine_options(p, with_precision=False)  # --precision is training's option, read by eval too
     p.set_defaults(run=_ner, format="conll")

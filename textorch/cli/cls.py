@@ -11,6 +11,7 @@ from textorch.cli.config_options import add_config_options, config_from_args
 from textorch.classification import classify_files, training
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig
 from textorch.cli.export import add_engine_options, opened_classifier
+from textorch.cli.streaming_options import add_streaming_options, chunk_size
 from textorch.cli.run_options import (
     add_run_options,
     add_fold_parallel_option,
@@ -111,12 +112,12 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     check_at_least_one(args, "batch_size")
+    chunk = chunk_size(args)
     with opened_classifier(args) as (ctx, classifier):
         overrides = {"format": args.format, "text_column": args.text_column, "header": args.header,
                      "label_columns": tuple(args.label_columns or ())}
         with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
-            scores = classify_files.evaluate_streamed(classifier, args.test, overrides, ctx, args.batch_size, args.chunk_size,
-                                                      progress)
+            scores = classify_files.evaluate_streamed(classifier, args.test, overrides, ctx, args.batch_size, chunk, progress)
     if not ctx.is_main:
         return 0
     print(format_cls_report(scores))
@@ -127,11 +128,12 @@ def _eval(args: argparse.Namespace) -> int:
 def _classify(args: argparse.Namespace) -> int:
     check_at_least_one(args, "batch_size")
     refuse_output_over_input(args.input, args.output)
+    chunk = chunk_size(args)
     with opened_classifier(args) as (ctx, classifier):
         examples = classify_files.stream_for_classification(args.input, args.input_format, classifier)
         progress = TaggingProgress("classifying", ctx.shows_progress and not args.quiet)
         with progress, staged_output(args.output, write=ctx.is_main) as staged:
-            run = classify_files.ClassificationRun(classifier, examples, args.batch_size, ctx, args.chunk_size, progress)
+            run = classify_files.ClassificationRun(classifier, examples, args.batch_size, ctx, chunk, progress)
             writer = None
             if staged is not None:  # one process writes; every one holds all predictions
                 header = {**answer_header(Path(args.model).name, 0.0), "classes": classifier.classes,
@@ -145,14 +147,8 @@ def _classify(args: argparse.Namespace) -> int:
                         writer.add(classify_files.classification_record(example, prediction))
                     staged.wrote(len(chunk))
             if writer is not None:
-                writer.header["runtime"] = round(run.seconds, 3)
+                writer.header["runtime"] = round(run.tag_s, 3)
     return 0
-
-
-def _add_streaming(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--chunk-size", type=int, default=4096, metavar="N",
-                        help=f"read and {verb} the input N texts at a time: memory does not grow with the input (default: 4096)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
 
 
 def _architectures(args: argparse.Namespace) -> int:
@@ -171,7 +167,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
-    _add_streaming(p, "evaluate")
+    add_streaming_options(p, "texts", "evaluate", with_chunk_size_alias=True)
     _add_reading(p, defaults_from_model=True)
     add_run_options(p)
     add_engine_options(p)
@@ -183,7 +179,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="output JSON file (default: stdout)")
     p.add_argument("--input-format", default=None, choices=INPUT_FORMATS, help="default: from the file name (.txt: one text per line)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (default: 64)")
-    _add_streaming(p, "classify")
+    add_streaming_options(p, "texts", "classify", with_chunk_size_alias=True)
     add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_classify)

@@ -17,7 +17,7 @@ from textorch.data.staged_output import staged_output
 from textorch.runtime.progress import TaggingProgress
 from textorch.runtime.write_errors import write_report
 from textorch.train.dist import DistContext, session
-from textorch.data.streams import stream_labelled
+from textorch.data.streams import ChunkSize, stream_labelled
 from textorch.tagging import tag_files
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ from textorch.cli.run_options import (
     refuse_output_over_input,
 )
 from textorch.cli.config_options import add_config_options, config_from_args
+from textorch.cli.streaming_options import add_streaming_options, chunk_size
 from textorch.cli.export import add_engine_options, opened_tagger
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -83,9 +84,9 @@ def _eval(args: argparse.Namespace) -> int:
     from textorch.tagging import training
 
     check_at_least_one(args, "batch_size")
+    chunk = chunk_size(args)
     with opened_tagger(args, args.model, predict_only=False) as (ctx, labeler):
         _, sequences = stream_labelled(args.test, labeler.input_format if labeler.input_format != "text" else None)
-        chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
         with TaggingProgress("evaluating", ctx.shows_progress and not args.quiet) as progress:
             scores = tag_files.evaluate_stream(labeler, sequences, args.batch_size, ctx, chunk, progress)
     if ctx.is_main:
@@ -98,17 +99,18 @@ def _tag(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     check_at_least_one(args, "batch_size")
     refuse_output_over_input(args.input, args.output)
+    chunk = chunk_size(args)
     with opened_tagger(args, args.model, predict_only=True) as (ctx, labeler):
         load_s = time.perf_counter() - started
         output_format = "json" if args.input_format == "text" else args.input_format
-        run = tag_streamed(args, ctx, labeler, args.input_format, output_format, args.output, Path(args.model).name,
+        run = tag_streamed(args, chunk, ctx, labeler, args.input_format, output_format, args.output, Path(args.model).name,
                            args.batch_size, with_scores=args.input_format == "text")
     if ctx.is_main and args.stats_json:
         write_report(args.stats_json, json.dumps(run.stats(load_s), indent=2) + "\n", "--stats-json")
     return 0
 
 
-def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLabeler | OnnxTagger, input_format: str, output_format: str,
+def tag_streamed(args: argparse.Namespace, chunk: ChunkSize, ctx: DistContext, labeler: SequenceLabeler | OnnxTagger, input_format: str, output_format: str,
                  output: str | None, model_name: str, batch_size: int, with_scores: bool,
                  labels_as: str | None = None) -> tag_files.TaggingRun | RowTaggingRun:
     """Read, tag and write chunk by chunk (``seq tag``, ``grobid MODEL tag``): the output appears
@@ -116,7 +118,6 @@ def tag_streamed(args: argparse.Namespace, ctx: DistContext, labeler: SequenceLa
     Only the CoNLL and GROBID outputs go without confidences: a CRF then skips its
     forward-backward pass. GROBID rows in and out with the ONNX Runtime tagger go as rows
     (:mod:`textorch.tagging.row_tagging`: the same bytes, no object per sequence)."""
-    chunk = tag_files.ChunkSize(args.chunk_sequences, args.chunk_tokens)
     progress = TaggingProgress("tagging", ctx.shows_progress and not args.quiet)
     if _tags_rows(labeler, input_format, output_format, with_scores, ctx):
         from textorch.tagging.row_tagging import RowTaggingRun
@@ -148,17 +149,6 @@ def _tags_rows(labeler: object, input_format: str, output_format: str, with_scor
             and hasattr(labeler, "tag_columns"))
 
 
-def add_streaming_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """Chunk size and progress bar of the commands that stream their input (tag, eval)."""
-    default = tag_files.ChunkSize()
-    parser.add_argument("--chunk-sequences", type=int, default=default.sequences, metavar="N",
-                        help=f"read and tag the input in chunks of at most N sequences (default: {default.sequences})")
-    parser.add_argument("--chunk-tokens", type=int, default=default.tokens, metavar="N",
-                        help=f"... or of about N tokens, whichever comes first: memory does not grow with the "
-                             f"input (default: {default.tokens})")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
-
-
 def _validate(args: argparse.Namespace) -> int:
     from textorch.data.validate import validate_data
     from textorch.data.checked_read import format_report
@@ -187,7 +177,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("--test", required=True, help="labelled test file")
     p.add_argument("--metrics-json", help="write the scores as JSON here")
     p.add_argument("--batch-size", type=int, default=64, help="sequences per batch, per device (default: 64)")
-    add_streaming_options(p)
+    add_streaming_options(p, verb="evaluate")
     add_run_options(p)
     add_engine_options(p)
     p.set_defaults(run=_eval)

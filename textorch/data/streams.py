@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -176,13 +177,30 @@ def stream_labelled(path: str | Path, format: str | None = None) -> tuple[str, I
     return chosen, stream_grobid(path, labelled=True, n_features=None)
 
 
+@dataclass(frozen=True)
+class ChunkSize:
+    """How much input one step of a streamed run holds (``--chunk-sequences``, ``--chunk-tokens``):
+    a chunk closes at ``sequences`` items (sequences to tag, texts to classify) or ``tokens``
+    tokens, whichever comes first. Both bounds matter: a count alone lets a file of long items
+    fill memory, tokens alone let one of many empty ones. Within a chunk the model forms its
+    length-sorted batches, so a larger chunk pads less and a smaller one holds less."""
+
+    sequences: int = 4096
+    tokens: int = 65536
+
+    def cut(self, items: Iterable[Item], size: Callable[[Item], int] = len) -> Iterator[list[Item]]:
+        """:func:`chunks` of ``items`` within these bounds; ``size`` counts an item's tokens."""
+        return chunks(items, self.sequences, self.tokens, size)
+
+
 def chunks(sequences: Iterable[Item], max_sequences: int, max_tokens: int,
            size: Callable[[Item], int] = len) -> Iterator[list[Item]]:
     """Consecutive runs of ``sequences``, each closed once it holds ``max_sequences`` sequences or
     ``max_tokens`` tokens (and at least two sequences), in input order. ``size``: a sequence's
     tokens (its ``len``, or for another view of a sequence, such as
-    :mod:`textorch.data.row_chunks`' spans of lines, what counts them).
+    :mod:`textorch.data.row_chunks`' spans of lines or a text to classify, what counts them).
 
+    The one chunk rule of every streamed run: tagging, the GROBID row path and classification.
     A chunk never holds a single sequence unless the input has only one: a network call of one
     sequence takes another kernel path, whose scores may differ in the last bit from the same
     sequence's in a batch, so a lone last sequence joins the chunk before it. For that a full

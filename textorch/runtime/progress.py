@@ -1,4 +1,5 @@
-"""The progress bar of a long tagging or evaluation run: sequences and tokens per second, on stderr.
+"""The progress bar of a long tagging, classification or evaluation run, and the tally of a
+streamed run: sequences and tokens per second, on stderr.
 
 A streamed run does not know how many sequences its input holds, so the bar counts tokens
 (its rate is the throughput) and shows the sequences beside them. It is drawn only where
@@ -43,3 +44,35 @@ class TaggingProgress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RunTally:
+    """What a streamed run counts as it goes: items (sequences tagged, texts classified), their
+    tokens and the seconds spent in the model (encoding, network, decoding; reading and writing
+    aside), shown on the progress bar and written by ``--stats-json``. The base of every
+    streamed run, tagging's and classification's, so that they count alike."""
+
+    def __init__(self, progress: TaggingProgress | None = None) -> None:
+        self.progress = progress
+        self.n_sequences = 0
+        self.n_tokens = 0
+        self.tag_s = 0.0
+
+    def tally(self, n_sequences: int, n_tokens: int, tag_s: float) -> None:
+        """One chunk done: ``n_sequences`` items of ``n_tokens`` tokens in ``tag_s`` seconds."""
+        self.n_sequences += n_sequences
+        self.n_tokens += n_tokens
+        self.tag_s += tag_s
+        if self.progress is not None:
+            self.progress.update(n_sequences, n_tokens)
+
+    def stats(self, load_s: float) -> dict:
+        """What ``--stats-json`` writes: the counts, the model's loading and working seconds, and
+        the throughput (None when nothing took measurable time)."""
+        return {
+            "n_sequences": self.n_sequences,
+            "n_tokens": self.n_tokens,
+            "load_s": round(load_s, 6),
+            "tag_s": round(self.tag_s, 6),
+            "tokens_per_s": round(self.n_tokens / self.tag_s, 1) if self.tag_s > 0 else None,
+        }

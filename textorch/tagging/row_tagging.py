@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from textorch.data.corpus import TokenSequence
+from textorch.data.streams import ChunkSize
 from textorch.data.row_chunks import RowChunk, RowLayout, chunk_columns, chunk_sequences, row_chunks
 from textorch.data.writers import grobid_block, grobid_rows_text
 from textorch.errors import DataError, TextorchError
-from textorch.runtime.progress import TaggingProgress
-from textorch.tagging.tag_files import ChunkSize, RunTally
+from textorch.runtime.progress import RunTally, TaggingProgress
 
 if TYPE_CHECKING:
     from textorch.tagging.onnx_tagger import OnnxTagger

@@ -5,8 +5,9 @@ tagger the commands were given (:mod:`textorch.onnx.opening` chose it: a
 :class:`~textorch.tagging.labeler.SequenceLabeler`, or the torch-free
 :class:`~textorch.tagging.onnx_tagger.OnnxTagger` with the same contract). The commands stream
 (:func:`stream_for_tagging`, :class:`TaggingRun`, :class:`TaggedWriter`): the input is read in
-chunks of sequences, each chunk tagged and written before the next is read, so memory does not
-grow with the file. :func:`read_for_tagging` reads a whole file, for the API.
+chunks of sequences (:class:`textorch.data.streams.ChunkSize`, the chunk rule classification
+shares), each chunk tagged and written before the next is read, so memory does not grow with
+the file. :func:`read_for_tagging` reads a whole file, for the API.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import logging
 import time
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -24,14 +24,14 @@ from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.json_stream import JsonListWriter
 from textorch.data.readers import read_conll, read_grobid, read_text
 from textorch.data.staged_output import StagedOutput
-from textorch.data.streams import check_input_file, chunks, stream_conll, stream_grobid, stream_text, until_error
+from textorch.data.streams import ChunkSize, check_input_file, stream_conll, stream_grobid, stream_text, until_error
 from textorch.data.tags import is_grobid_label
 from textorch.data.writers import answer_header, conll_block, grobid_block
 from textorch.errors import ConfigError, TextorchError
 from textorch.eval.metrics import EntityCounts
 from textorch.tagging.answer import text_record
 from textorch.tagging.prediction import Prediction
-from textorch.runtime.progress import TaggingProgress
+from textorch.runtime.progress import RunTally, TaggingProgress
 from textorch.train.dist import DistContext
 
 if TYPE_CHECKING:  # a tagger is handed in: ONNX Runtime's own tagger runs here without torch
@@ -40,16 +40,6 @@ if TYPE_CHECKING:  # a tagger is handed in: ONNX Runtime's own tagger runs here 
 INPUT_FORMATS = ("text", "conll", "grobid")
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ChunkSize:
-    """How much input one tagging step holds: a chunk closes at ``sequences`` sequences or
-    ``tokens`` tokens. Within a chunk the labeler forms its length-sorted batches; a larger
-    chunk sorts better (less padding), a smaller one holds less memory."""
-
-    sequences: int = 4096
-    tokens: int = 65536
 
 
 def _check_format(input_format: str) -> None:
@@ -67,31 +57,6 @@ def stream_for_tagging(path: str, input_format: str, labeler: SequenceLabeler) -
     if input_format == "grobid":
         return stream_grobid(path, labelled=False, n_features=grobid_width(path, labeler))
     return stream_conll(path, labelled=False)
-
-
-class RunTally:
-    """What a streamed tagging run counts as it goes: sequences, tokens and the seconds spent
-    tagging (encoding, network, decoding; reading and writing aside), shown on the progress bar
-    and written by ``--stats-json``. Shared by :class:`TaggingRun` and
-    :class:`textorch.tagging.row_tagging.RowTaggingRun`."""
-
-    def __init__(self, progress: TaggingProgress | None = None) -> None:
-        self.progress = progress
-        self.n_sequences = 0
-        self.n_tokens = 0
-        self.tag_s = 0.0
-
-    def tally(self, n_sequences: int, n_tokens: int, tag_s: float) -> None:
-        """One chunk tagged: ``n_sequences`` sequences of ``n_tokens`` tokens in ``tag_s`` seconds."""
-        self.n_sequences += n_sequences
-        self.n_tokens += n_tokens
-        self.tag_s += tag_s
-        if self.progress is not None:
-            self.progress.update(n_sequences, n_tokens)
-
-    def stats(self, load_s: float) -> dict:
-        """What ``--stats-json`` writes (see :func:`stats`)."""
-        return _stats(self.n_sequences, self.n_tokens, load_s, self.tag_s)
 
 
 class TaggingRun(RunTally):
@@ -116,7 +81,7 @@ class TaggingRun(RunTally):
 
     def __iter__(self) -> Iterator[tuple[list[TokenSequence], list[Prediction]]]:
         failure: list[TextorchError] = []
-        for chunk in chunks(until_error(self.sequences, failure), self.chunk.sequences, self.chunk.tokens):
+        for chunk in self.chunk.cut(until_error(self.sequences, failure)):
             started = time.perf_counter()
             predictions = self.labeler.predict(chunk, batch_size=self.batch_size, ctx=self.ctx, with_scores=self.with_scores)
             self.tally(len(chunk), sum(len(s) for s in chunk), time.perf_counter() - started)
@@ -238,16 +203,6 @@ def _warn_if_feature_rows(path: str, labeler: SequenceLabeler) -> None:
             "Pass --input-format grobid to tag them as tokens.", path, labeler.n_features)
 
 
-def _stats(n_sequences: int, n_tokens: int, load_s: float, tag_s: float) -> dict:
-    return {
-        "n_sequences": n_sequences,
-        "n_tokens": n_tokens,
-        "load_s": round(load_s, 6),
-        "tag_s": round(tag_s, 6),
-        "tokens_per_s": round(n_tokens / tag_s, 1) if tag_s > 0 else None,
-    }
-
-
 def set_threads(threads: int | None) -> None:
     if threads:
         import torch
@@ -262,13 +217,14 @@ def evaluate_stream(labeler: SequenceLabeler, sequences: Iterable[TokenSequence]
     the entity counts are kept, and summed over processes once at the end."""
     counts = EntityCounts()
     gold_tags: set[str] = set()
-    for part in chunks(sequences, chunk.sequences, chunk.tokens):
+    tally = RunTally(progress)
+    for part in chunk.cut(sequences):
         missing = next((s for s in part if s.labels is None), None)
         if missing is not None:
             raise ConfigError(f"evaluation needs labelled data (no labels at line {missing.line})")
+        started = time.perf_counter()
         counts.merge(labeler.local_counts(part, batch_size=batch_size, ctx=ctx))
+        tally.tally(len(part), sum(map(len, part)), time.perf_counter() - started)
         for sequence in part:
             gold_tags.update(sequence.labels)  # type: ignore[arg-type]
-        if progress is not None:
-            progress.update(len(part), sum(len(s) for s in part))
     return labeler.reduced_counts(counts, gold_tags, ctx).scores()
