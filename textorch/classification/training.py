@@ -165,7 +165,7 @@ def train_text_classifier(
     if isinstance(train, (str, Path)) and (valid is None or isinstance(valid, (str, Path))):
         outcome = train_classifier(str(train), out, *configs, valid_path=None if valid is None else str(valid),
                                    device=where, cache_dir=cache_dir)
-        return outcome.classifier  # type: ignore[return-value]  a new run always has its model
+        return outcome.classifier  # type: ignore[return-value]  # a new run always has its model
     data_config = configs[2]
     if not isinstance(train, ClsCorpus):
         train = read_labelled(str(train), data_config)

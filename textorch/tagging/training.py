@@ -199,7 +199,7 @@ def train_sequence_labeler(
         train_corpus = as_corpus(train, configs[2].format)
         valid_corpus = as_corpus(valid, train_corpus.format) if valid is not None else None
         outcome = train_corpora(train_corpus, out, *configs, valid=valid_corpus, device=where, cache_dir=cache_dir)
-    return outcome.labeler  # type: ignore[return-value]  a new run always has its model
+    return outcome.labeler  # type: ignore[return-value]  # a new run always has its model
 
 
 def _mode_options(fold_count: int, input_model: str | None, fold_parallel: str, ctx: DistContext) -> bool:
