@@ -35,14 +35,14 @@ right-to-left script, a Unicode line separator, a 1,500-character token, punctua
 def train_tiny_models(root: Path) -> dict[str, Path]:
     """A tiny NER tagger and a tiny 3-class classifier (seconds on a CPU): their quality does not matter."""
     from benchmarks.common import write_generated_ner
-    from textorch import SequenceLabeler
+    from textorch import train_sequence_labeler
     from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
     from textorch.tagging.config import TrainConfig
     from textorch.data.cls_readers import ClsCorpus, ClsExample
 
-    SequenceLabeler.train(str(write_generated_ner(root / "tiny.conll", 40)), output=root / "ner", max_epoch=2,
-                          batch_size=8, learning_rate=0.01, seed=1, early_stop=False, char_dim=8, char_hidden=8,
-                          word_hidden=8)
+    train_sequence_labeler(str(write_generated_ner(root / "tiny.conll", 40)), output=root / "ner", max_epoch=2,
+                           batch_size=8, learning_rate=0.01, seed=1, early_stop=False, char_dim=8, char_hidden=8,
+                           word_hidden=8)
     pairs = [("a good paper .", "positive"), ("a bad method .", "negative"), ("the table .", "neutral")] * 6
     corpus = ClsCorpus([ClsExample(text, (label,), i + 1) for i, (text, label) in enumerate(pairs)])
     classifier = TextClassifier.build(corpus, ClsModelConfig(architecture="gru", hidden=8, dense_size=8, word_dim=8),

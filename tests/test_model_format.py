@@ -21,6 +21,7 @@ from textorch.data.readers import read_grobid
 from textorch.data.tags import iob2_to_grobid
 from textorch.errors import ModelFormatError, TextorchError
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 from textorch.model_dir import CONFIG_FILE, FORMAT_VERSION, VOCAB_FILE, WEIGHTS_FILE
 
 from model_fixture import SOURCE, TEXT_WEIGHTS, v1_model_dir
@@ -182,9 +183,10 @@ class _Stop(Exception):
 def test_the_output_is_checked_once_per_training_call(door: str, tiny_grobid: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Every door (files or corpora, either task) probes the output once, before training."""
-    import textorch.classification.training_path as cls_training
-    import textorch.tagging.training_path as seq_training
+    import textorch.classification.training as cls_training
+    import textorch.tagging.training as seq_training
     from textorch.classification.classifier import ClsDataConfig, TextClassifier
+    from textorch.classification.training import train_text_classifier
     from textorch.classification.classify_files import read_labelled as read_texts
     from textorch.data.readers import read_labelled
     from tiny_classification import write_tiny_csv
@@ -199,12 +201,12 @@ def test_the_output_is_checked_once_per_training_call(door: str, tiny_grobid: Pa
     if task == "seq":
         train = tiny_grobid if data == "files" else read_labelled(tiny_grobid)
         with pytest.raises(_Stop):
-            SequenceLabeler.train(train, output=output, max_epoch=1)
+            train_sequence_labeler(train, output=output, max_epoch=1)
     else:
         texts = write_tiny_csv(tmp_path / "tiny.csv")
         train = texts if data == "files" else read_texts(str(texts), ClsDataConfig())
         with pytest.raises(_Stop):
-            TextClassifier.train(train, output=output, max_epoch=1)
+            train_text_classifier(train, output=output, max_epoch=1)
     assert probed == [str(output)]
 
 

@@ -44,10 +44,10 @@ def _free_port() -> int:
 
 
 def train_model(directory: Path, args: argparse.Namespace) -> None:
-    from textorch import SequenceLabeler
+    from textorch.tagging.training import train_sequence_labeler
 
-    SequenceLabeler.train(str(shared("data", DATE)), output=directory, architecture=args.architecture,
-                          embeddings=args.embeddings, max_epoch=args.max_epoch, seed=1, cache_dir=args.cache_dir)
+    train_sequence_labeler(str(shared("data", DATE)), output=directory, architecture=args.architecture,
+                           embeddings=args.embeddings, max_epoch=args.max_epoch, seed=1, cache_dir=args.cache_dir)
 
 
 def request_payloads(limit: int) -> list[dict]:

@@ -43,7 +43,7 @@ from textorch.onnx.trained_export import export_after_training  # noqa: E402
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
 from textorch.tagging.tag_files import read_for_tagging  # noqa: E402
-from textorch.tagging.training_path import fitted_to_data, split_for_training  # noqa: E402
+from textorch.tagging.training_data import fitted_to_data, split_for_training  # noqa: E402
 from textorch.train.dist import DistContext  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0

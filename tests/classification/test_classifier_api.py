@@ -1,4 +1,4 @@
-"""``TextClassifier.train`` and ``classify``: the Python doors run what the ``cls`` commands run."""
+"""``train_text_classifier`` and ``classify``: the Python doors run what the ``cls`` commands run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig, TextClassifier
-from textorch.classification.training import train_classifier
+from textorch.classification.training import train_classifier, train_text_classifier
 from textorch.data.cls_readers import read_cls
 from textorch.errors import ConfigError
 from textorch.train.config import TrainConfig
@@ -20,8 +20,8 @@ OPTIONS = dict(TINY, max_epoch=2, seed=3)
 def test_train_from_a_file_or_a_corpus_is_the_commands_training(tmp_path: Path) -> None:
     path = write_tiny_csv(tmp_path / "tiny.csv")
     texts = [e.text for e in read_cls(str(path)).examples]
-    by_file = TextClassifier.train(path, output=tmp_path / "m", **OPTIONS)
-    by_corpus = TextClassifier.train(read_cls(str(path)), **OPTIONS)
+    by_file = train_text_classifier(path, output=tmp_path / "m", **OPTIONS)
+    by_corpus = train_text_classifier(read_cls(str(path)), **OPTIONS)
     model = {k: v for k, v in OPTIONS.items() if k in TINY}
     by_command = train_classifier(str(path), None, ClsModelConfig(**model), TrainConfig(max_epoch=2, seed=3),
                                   ClsDataConfig()).classifier
@@ -32,7 +32,7 @@ def test_train_from_a_file_or_a_corpus_is_the_commands_training(tmp_path: Path) 
 
 
 def test_classify_answers_the_servers_document(tmp_path: Path) -> None:
-    classifier = TextClassifier.train(write_tiny_csv(tmp_path / "tiny.csv"), **OPTIONS)
+    classifier = train_text_classifier(write_tiny_csv(tmp_path / "tiny.csv"), **OPTIONS)
     document = classifier.classify(["a good paper .", "this was awful ."], model_name="tiny")
     assert document["model"] == "tiny" and document["classes"] == classifier.classes
     records = document["classifications"]
@@ -42,4 +42,4 @@ def test_classify_answers_the_servers_document(tmp_path: Path) -> None:
 
 def test_unknown_training_options_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown training option"):
-        TextClassifier.train("unused.csv", hiden=8)
+        train_text_classifier("unused.csv", hiden=8)

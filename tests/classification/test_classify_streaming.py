@@ -12,7 +12,8 @@ import pytest
 
 from tiny_classification import tiny_examples, write_tiny_csv
 from textorch.classification.classifier import TextClassifier
-from textorch.classification.classify_files import ClassificationRun, classification_document, read_for_classification
+from textorch.classification.answer import classification_document
+from textorch.classification.classify_files import ClassificationRun, read_for_classification
 from textorch.classification.prediction import ClsPrediction
 from textorch.cli.main import main
 from textorch.data.cls_readers import ClsExample, read_cls

@@ -11,6 +11,7 @@ import pytest
 
 from textorch.cli.main import main
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +25,7 @@ def test_the_tag_and_eval_commands_leave_the_collector_on(tiny_conll: Path, tmp_
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     gc.enable()
     model = tmp_path / "model"
-    SequenceLabeler.train(tiny_conll, output=model, max_epoch=1, word_hidden=8, char_hidden=4)
+    train_sequence_labeler(tiny_conll, output=model, max_epoch=1, word_hidden=8, char_hidden=4)
     switched_off: list[str] = []
     monkeypatch.setattr(gc, "disable", lambda: switched_off.append("gc.disable"))
     text = tmp_path / "in.txt"
@@ -49,7 +50,7 @@ def test_the_collector_pauses_for_the_command_only_when_asked(asked: bool, tiny_
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     gc.enable()
     model = tmp_path / "model"
-    SequenceLabeler.train(tiny_conll, output=model, max_epoch=1, word_hidden=8, char_hidden=4)
+    train_sequence_labeler(tiny_conll, output=model, max_epoch=1, word_hidden=8, char_hidden=4)
     seen: list[bool] = []
     load = SequenceLabeler.load.__func__
 

@@ -13,7 +13,7 @@ from short_sequences import short_sequences
 from textorch.data.batching import collate, token_type_table, with_padding_row
 from textorch.data.encoding import SequenceEncoder
 from textorch.models.embedders import CharBiLSTMEmbedder, CharCNNEmbedder
-from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 
 @pytest.mark.parametrize("embedder_class", [CharBiLSTMEmbedder, CharCNNEmbedder])
@@ -35,7 +35,7 @@ def test_character_encoders_per_distinct_token_equal_per_position(embedder_class
 
 
 def test_tagging_with_whole_call_token_vectors_equals_one_sequence_at_a_time(tiny_conll: Path) -> None:
-    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
+    labeler = train_sequence_labeler(tiny_conll, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
     sequences = [s for s in short_sequences()]
     together = labeler.predict(sequences, batch_size=3)
     alone = [labeler.predict([s], batch_size=1)[0] for s in sequences]

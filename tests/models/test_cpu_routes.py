@@ -17,6 +17,7 @@ from textorch.models.cpu_routes import FAST, REFERENCE, CpuRoutes, decide
 from textorch.models.one_sequence import OneSequenceTagger
 from textorch.tagging import labeler as labeler_module
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")
 
@@ -55,7 +56,7 @@ def labeler(tmp_path_factory: pytest.TempPathFactory) -> SequenceLabeler:
     from tests.conftest import write_tiny_conll
 
     path = write_tiny_conll(tmp_path_factory.mktemp("routes") / "tiny.conll")
-    return SequenceLabeler.train(path, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
+    return train_sequence_labeler(path, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
 
 
 def _sequences() -> list[TokenSequence]:

@@ -13,7 +13,7 @@ from textorch.data.batching import sorted_batches
 from textorch.data.corpus import TokenSequence
 from textorch.models.costs import INFERENCE_GROUP_COSTS
 from textorch.models.inference_batches import inference_batches
-from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 
 def _spread_lengths(seed: int, n: int = 150) -> list[int]:
@@ -62,7 +62,7 @@ def _cut_then_whole(monkeypatch: pytest.MonkeyPatch, module: object, run, sizes:
 
 
 def test_tagging_in_cut_batches_gives_the_answers_of_whole_batches(tiny_conll: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
+    labeler = train_sequence_labeler(tiny_conll, max_epoch=2, seed=3, word_hidden=8, char_hidden=4)
     words = ["John", "lives", "in", "Paris", "Mary", "Rome", ".", "Berlin"]
     rng = random.Random(5)
     sequences = [TokenSequence(tokens=[rng.choice(words) for _ in range(n)], labels=None, features=None)

@@ -309,9 +309,9 @@ def test_without_the_operators_tagging_runs_torch_lstm_with_the_same_outputs(
     """The laid-out weights need PyTorch's private operators; switched off (as on a torch that
     lacks them), every route runs ``torch.lstm`` and answers as before, up to rounding."""
     from textorch.data.corpus import TokenSequence
-    from textorch.tagging.labeler import SequenceLabeler
+    from textorch.tagging.training import train_sequence_labeler
 
-    labeler = SequenceLabeler.train(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4)
+    labeler = train_sequence_labeler(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4)
     texts = [TokenSequence(t.split()) for t in ["John lives in Paris .", "Mary met Peter", "Rome", "Anna in Berlin"]]
     fast = [labeler.predict([t])[0] for t in texts] + labeler.predict(texts, batch_size=2)
     rnn = _lstm()

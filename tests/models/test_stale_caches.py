@@ -24,6 +24,7 @@ from textorch.models import padded_rnn
 from textorch.models.embedders import CharBiLSTMEmbedder, encode_token_types
 from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 _TRAINED: dict = {}
 
@@ -71,7 +72,7 @@ WRITES: dict[str, Callable[[nn.Module, int], None]] = {
 
 
 def _labeler(tiny_conll: Path) -> SequenceLabeler:
-    return trained_once(_TRAINED, "conll", lambda: SequenceLabeler.train(tiny_conll, max_epoch=2, seed=5,
+    return trained_once(_TRAINED, "conll", lambda: train_sequence_labeler(tiny_conll, max_epoch=2, seed=5,
                                                                           word_hidden=8, char_hidden=4))
 
 

@@ -10,6 +10,7 @@ import torch
 
 from textorch.data.corpus import TokenSequence
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 from textorch.models.embedders import CharBiLSTMEmbedder, encode_token_types
 from textorch.models.token_vector_cache import KEY_WIDTH, TokenVectorCache
 
@@ -19,7 +20,7 @@ _TRAINED: dict = {}
 
 
 def _labeler(tiny_conll: Path) -> SequenceLabeler:
-    return trained_once(_TRAINED, "conll", lambda: SequenceLabeler.train(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4))
+    return trained_once(_TRAINED, "conll", lambda: train_sequence_labeler(tiny_conll, max_epoch=2, seed=5, word_hidden=8, char_hidden=4))
 
 
 def _stream() -> list[TokenSequence]:

@@ -30,6 +30,7 @@ from textorch.onnx.int8_rule import (CHECK_FILE, MAX_F1_CHANGE, MIN_AGREEMENT, M
                                      int8_default_allowed, read_check, refusal, write_check)
 from textorch.onnx.layout import read_description  # noqa: E402
 from textorch.tagging.labeler import SequenceLabeler  # noqa: E402
+from textorch.tagging.training import train_sequence_labeler  # noqa: E402
 from textorch.train.dist import DistContext  # noqa: E402
 
 
@@ -132,9 +133,9 @@ def test_api_train_checks_on_the_validation_data_first(tmp_path: Path, grobid_fi
     corpus = read_labelled(grobid_file)
     train, valid = corpus.sequences[:30], corpus.sequences[30:]
     model = tmp_path / "api"
-    labeler = SequenceLabeler.train(type(corpus)(train, corpus.format, n_features=corpus.n_features),
-                                    type(corpus)(valid, corpus.format, n_features=corpus.n_features),
-                                    embeddings="none", output=model, max_epoch=1, batch_size=8)
+    labeler = train_sequence_labeler(type(corpus)(train, corpus.format, n_features=corpus.n_features),
+                                     type(corpus)(valid, corpus.format, n_features=corpus.n_features),
+                                     embeddings="none", output=model, max_epoch=1, batch_size=8)
     assert labeler.runner is None  # the check hands the model back as it was
     assert read_description(model / "onnx")["source_weights_sha256"] == source_checksum(model)
     record = read_check(model / "onnx")
@@ -175,8 +176,8 @@ def test_a_failing_check_keeps_the_export_without_int8_default(tmp_path: Path, g
 def trained(grobid_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[SequenceLabeler, Path]:
     """A tagger trained and saved without its export (the suite's switch is on in module fixtures)."""
     model = tmp_path_factory.mktemp("models") / "saved"
-    labeler = SequenceLabeler.train(str(grobid_file), embeddings="none", output=model, max_epoch=1, batch_size=8,
-                                    early_stop=False)
+    labeler = train_sequence_labeler(str(grobid_file), embeddings="none", output=model, max_epoch=1, batch_size=8,
+                                     early_stop=False)
     assert not (model / "onnx").exists()
     return labeler, model
 

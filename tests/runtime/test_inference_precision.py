@@ -16,6 +16,7 @@ from textorch.data.corpus import TokenSequence
 from textorch.errors import ConfigError
 from textorch.runtime.precision import check_inference_precision, cpu_has_native_bf16, inference_autocast
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 from textorch.models import onednn_lstm
 from textorch.models.onednn_lstm import laid_out_lstm_available
 from textorch.models.token_vector_cache import TokenVectorCache
@@ -26,7 +27,7 @@ _TRAINED: dict = {}
 
 
 def _labeler(tiny_conll: Path) -> SequenceLabeler:
-    labeler = trained_once(_TRAINED, "conll", lambda: SequenceLabeler.train(tiny_conll, max_epoch=3, seed=3, word_hidden=16, char_hidden=8))
+    labeler = trained_once(_TRAINED, "conll", lambda: train_sequence_labeler(tiny_conll, max_epoch=3, seed=3, word_hidden=16, char_hidden=8))
     labeler.precision = "fp32"
     labeler.token_vector_cache = TokenVectorCache()
     return labeler

@@ -14,6 +14,7 @@ pytest.importorskip("onnxruntime")
 from conftest import write_tiny_conll  # noqa: E402
 from test_server import SENTIMENT, _assert_same_answer, _train_classifier  # noqa: E402
 from textorch import SequenceLabeler  # noqa: E402
+from textorch.tagging.training import train_sequence_labeler  # noqa: E402
 from textorch.cli.main import main  # noqa: E402
 from textorch.serve.app import create_app  # noqa: E402
 from textorch.serve.config import ServerConfig  # noqa: E402
@@ -29,7 +30,7 @@ def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("served-onnx")
-    SequenceLabeler.train(str(write_tiny_conll(root / "tiny.conll")), output=root / "ner", **FAST)
+    train_sequence_labeler(str(write_tiny_conll(root / "tiny.conll")), output=root / "ner", **FAST)
     _train_classifier(root / "sentiment")
     torch.set_num_threads(before)
     return {"ner": root / "ner", "sentiment": root / "sentiment"}

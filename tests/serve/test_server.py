@@ -15,7 +15,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from textorch import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 from textorch.cli.main import main
 from textorch.errors import ConfigError
 from textorch.serve.app import create_app
@@ -36,10 +36,10 @@ DATE = [["June", "june", "LINESTART", "INITCAP", "NOPUNCT"], ["12", "12", "LINEI
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("served")
-    SequenceLabeler.train(str(write_tiny_conll(root / "tiny.conll")), output=root / "ner", **FAST)
+    train_sequence_labeler(str(write_tiny_conll(root / "tiny.conll")), output=root / "ner", **FAST)
     # the date model only has to take features: its quality does not matter here
-    SequenceLabeler.train(str(write_tiny_grobid(root / "date.train", n=20)), architecture="BidLSTM_CRF_FEATURES",
-                          output=root / "date-model", **{**FAST, "max_epoch": 2})
+    train_sequence_labeler(str(write_tiny_grobid(root / "date.train", n=20)), architecture="BidLSTM_CRF_FEATURES",
+                           output=root / "date-model", **{**FAST, "max_epoch": 2})
     _train_classifier(root / "sentiment")
     return {"ner": root / "ner", "date": root / "date-model", "sentiment": root / "sentiment"}
 

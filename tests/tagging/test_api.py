@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from textorch import SequenceLabeler
+from textorch import SequenceLabeler, train_sequence_labeler
 from textorch.data.readers import read_labelled
 from textorch.errors import ConfigError, DataError
 
@@ -27,7 +27,7 @@ def ner(tmp_path_factory: pytest.TempPathFactory) -> tuple[SequenceLabeler, Path
     """A tiny NER model trained from a file path and saved, as ``seq train`` would."""
     root = tmp_path_factory.mktemp("api-ner")
     data = write_tiny_conll(root / "tiny.conll")
-    labeler = SequenceLabeler.train(str(data), output=root / "model", **FAST)
+    labeler = train_sequence_labeler(str(data), output=root / "model", **FAST)
     return labeler, data, root / "model"
 
 
@@ -36,7 +36,7 @@ def dates(tmp_path_factory: pytest.TempPathFactory) -> SequenceLabeler:
     """A tiny GROBID model with a feature channel, trained from an in-memory corpus."""
     root = tmp_path_factory.mktemp("api-date")
     corpus = read_labelled(write_tiny_grobid(root / "date.train"))
-    return SequenceLabeler.train(corpus, architecture="BidLSTM_CRF_FEATURES", **FAST)
+    return train_sequence_labeler(corpus, architecture="BidLSTM_CRF_FEATURES", **FAST)
 
 
 def test_train_from_path_saves_and_load_tags_the_same(ner: tuple[SequenceLabeler, Path, Path]) -> None:
@@ -112,12 +112,12 @@ def test_features_sent_to_a_model_without_features_are_refused(ner: tuple[Sequen
 
 def test_unknown_training_option_names_the_valid_ones(tiny_conll: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown training option\(s\) epochs; valid options: .*max_epoch"):
-        SequenceLabeler.train(str(tiny_conll), epochs=3)
+        train_sequence_labeler(str(tiny_conll), epochs=3)
 
 
 def test_train_from_corpus_holds_out_validation_for_early_stopping(tiny_conll: Path, tmp_path: Path) -> None:
     corpus = read_labelled(tiny_conll)
-    labeler = SequenceLabeler.train(corpus, output=tmp_path / "m", **{**FAST, "early_stop": True, "max_epoch": 2})
+    labeler = train_sequence_labeler(corpus, output=tmp_path / "m", **{**FAST, "early_stop": True, "max_epoch": 2})
     assert len(labeler.training_result.history) == 2
     assert (tmp_path / "m" / "config.json").exists()
     # the validation share was taken from the corpus: F1 was measured each epoch

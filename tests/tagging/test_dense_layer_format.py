@@ -10,13 +10,14 @@ from short_sequences import short_sequences
 from torch import nn
 
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 
 def test_new_models_have_the_dense_layer_and_old_configs_do_not(tiny_conll: Path, tmp_path: Path) -> None:
     import json
 
-    labeler = SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, dense_hidden=6,
-                                    output=tmp_path / "model")
+    labeler = train_sequence_labeler(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, dense_hidden=6,
+                                     output=tmp_path / "model")
     assert isinstance(labeler.model.head.emissions, nn.Sequential)
     assert labeler.model.head.emissions[0].out_features == 6
     config = json.loads((tmp_path / "model" / "config.json").read_text())
@@ -24,7 +25,7 @@ def test_new_models_have_the_dense_layer_and_old_configs_do_not(tiny_conll: Path
     reloaded = SequenceLabeler.load(tmp_path / "model")
     sequences = short_sequences()
     assert [p.labels for p in reloaded.predict(sequences)] == [p.labels for p in labeler.predict(sequences)]
-    plain = SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, dense_hidden=0)
+    plain = train_sequence_labeler(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, dense_hidden=0)
     assert isinstance(plain.model.head.emissions, nn.Linear)
 
 
@@ -37,7 +38,7 @@ def test_v1_directories_load_without_the_dense_layer_and_v2_is_written(tiny_conl
 
     old = SequenceLabeler.load(v1_model_dir(tmp_path / "v1"))
     assert isinstance(old.model.head.emissions, nn.Linear) and old.model_config.dense_hidden == 0
-    SequenceLabeler.train(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, output=tmp_path / "m")
+    train_sequence_labeler(tiny_conll, max_epoch=1, seed=1, word_hidden=8, char_hidden=4, output=tmp_path / "m")
     config, _, _ = load_model_dir(tmp_path / "m")
     assert config["builder"] == "rnn_tagger.v2" and config["model"]["dense_hidden"] == 100
     config["builder"] = "rnn_tagger.v9"

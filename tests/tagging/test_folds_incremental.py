@@ -16,6 +16,7 @@ from textorch.errors import ConfigError, DataError
 from textorch.data.splits import fold_indices
 from textorch.tagging.incremental import prepare_incremental
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 from textorch.tagging.training import train_corpora
 from textorch.train.history import read_history
 
@@ -94,8 +95,8 @@ def test_incompatible_run_options_are_refused(tiny_grobid: Path, tmp_path: Path,
 def base_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("incremental")
     data = write_tiny_grobid(root / "old.train", n=32)
-    labeler = SequenceLabeler.train(str(data), architecture="BidLSTM_CRF_FEATURES", output=root / "base",
-                                    max_epoch=8, batch_size=8, learning_rate=0.02, early_stop=False, seed=1, **SMALL)
+    labeler = train_sequence_labeler(str(data), architecture="BidLSTM_CRF_FEATURES", output=root / "base",
+                                     max_epoch=8, batch_size=8, learning_rate=0.02, early_stop=False, seed=1, **SMALL)
     assert labeler.evaluate(data)["f1"] > 0.9
     return root / "base", data
 

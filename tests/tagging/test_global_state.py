@@ -10,7 +10,7 @@ import torch
 from torch.optim import optimizer as torch_optimizer
 
 from textorch.data.corpus import TokenSequence
-from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 
 def _global_optimizer_hooks() -> list:
@@ -25,7 +25,7 @@ def test_training_and_tagging_leave_optimizer_hooks_and_the_collector_as_they_we
         was_enabled = gc.isenabled()
         gc.enable() if collector_on else gc.disable()
         try:
-            labeler = SequenceLabeler.train(tiny_conll, max_epoch=1, word_hidden=8, char_hidden=4)
+            labeler = train_sequence_labeler(tiny_conll, max_epoch=1, word_hidden=8, char_hidden=4)
             assert gc.isenabled() is collector_on
             texts = [TokenSequence("John lives in Paris .".split()), TokenSequence(["Rome"])]
             labeler.predict(texts[:1])

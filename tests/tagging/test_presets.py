@@ -239,7 +239,7 @@ def test_the_grobid_default_chooses_its_training_from_the_data(n: int, trains_on
                                                                epochs: int) -> None:
     """A model name textorch has no preset for: the corpus's size alone decides."""
     from textorch.tagging.config import TrainConfig
-    from textorch.tagging.training_path import fitted_to_data, split_for_training
+    from textorch.tagging.training_data import fitted_to_data, split_for_training
 
     chosen = apps.resolve_options(apps.grobid_defaults("a-model-textorch-has-no-preset-for",
                                                        apps.GROBID_DEFAULT_ARCHITECTURE), {})

@@ -16,7 +16,7 @@ from textorch.data.corpus import TokenSequence
 from textorch.data.encoding import SequenceEncoder
 from textorch.data.vocab import Vocabulary
 from textorch.data.word_table import WordTable
-from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 
 class _HashedVectors:
@@ -72,8 +72,8 @@ def _vectors_file(tmp_path: Path) -> str:
 
 def test_predict_bounds_the_word_table_and_tags_the_same(tiny_conll: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
-                                    max_epoch=1, seed=2, word_hidden=8, char_hidden=4)
+    labeler = train_sequence_labeler(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
+                                     max_epoch=1, seed=2, word_hidden=8, char_hidden=4)
     sequences = [TokenSequence(["John", "lives", "in", f"Town{i}", "."]) for i in range(40)]
     expected = labeler.predict(sequences)
     table = labeler.word_table
@@ -99,8 +99,8 @@ def test_token_shape_cache_follows_a_growing_character_vocabulary() -> None:
 
 
 def test_one_sequence_batch_equals_a_padded_batch(tiny_conll: Path, tmp_path: Path) -> None:
-    labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
-                                    max_epoch=1, seed=4, word_hidden=8, char_hidden=4)
+    labeler = train_sequence_labeler(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
+                                     max_epoch=1, seed=4, word_hidden=8, char_hidden=4)
     data = labeler.encode([TokenSequence(["Mary", "lives", "in", "Rome", "."])] * 2)
     alone, doubled = collate(data.encoded, [0], data.word_table), collate(data.encoded, [0, 1], data.word_table)
     for name in ("mask", "char_ids", "casing_ids", "word_vectors", "lengths"):
@@ -117,8 +117,8 @@ def test_one_sequence_batch_equals_a_padded_batch(tiny_conll: Path, tmp_path: Pa
 def test_labels_only_predictions_equal_scored_ones(tiny_conll: Path, tmp_path: Path) -> None:
     from textorch.tagging.answer import entities
 
-    labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
-                                    max_epoch=1, seed=5, word_hidden=8, char_hidden=4)
+    labeler = train_sequence_labeler(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
+                                     max_epoch=1, seed=5, word_hidden=8, char_hidden=4)
     sequences = [TokenSequence(["Anna", "lives", "in", "Berlin", "."]), TokenSequence(["Peter", "."]), TokenSequence([])]
     for batch_size in (1, 2, 32):
         scored = labeler.predict(sequences, batch_size=batch_size)

@@ -20,6 +20,7 @@ from textorch.tagging import word_table_calls
 from textorch.data.corpus import TokenSequence
 from textorch.models import onednn_lstm
 from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.training import train_sequence_labeler
 
 THREADS = 4
 ROUNDS = 10
@@ -65,8 +66,8 @@ def test_four_threads_tagging_with_one_model_answer_as_sequential_calls(
     others to finish before starting it anew."""
     if table_bytes is not None:
         monkeypatch.setattr(word_table_calls, "WORD_TABLE_MAX_BYTES", table_bytes)
-    labeler = SequenceLabeler.train(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
-                                    max_epoch=1, seed=3, word_hidden=8, char_hidden=4)
+    labeler = train_sequence_labeler(tiny_conll, embeddings=_vectors_file(tmp_path), cache_dir=str(tmp_path / "cache"),
+                                     max_epoch=1, seed=3, word_hidden=8, char_hidden=4)
     assert isinstance(labeler.model, torch.nn.Module)
     expected = {}
     for round_ in range(ROUNDS):

@@ -14,7 +14,7 @@ from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.readers import read_labelled
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
 from textorch.tagging.labeler import SequenceLabeler
-from textorch.tagging.training_path import fitted_to_data, split_for_training
+from textorch.tagging.training_data import fitted_to_data, split_for_training
 
 SMALL = dict(char_dim=8, char_hidden=8, word_hidden=16, dropout=0.1)
 

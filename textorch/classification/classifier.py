@@ -10,11 +10,12 @@ Evaluation is count-based (:class:`~textorch.eval.cls_metrics.ClassCounts`): eac
 scores its share of the inference batches and the counts are summed with one all-reduce, so
 a multi-process evaluation gives the single-process numbers.
 
+Training runs sit above the class (:mod:`textorch.classification.training` builds, fits, scores
+and saves classifiers); the class fits its members in place (:meth:`TextClassifier.fit`).
 The class is whole here; what it uses lives in the modules below it, none of which imports it:
 the networks (:mod:`~textorch.classification.network`), the model directory
-(:mod:`~textorch.classification.model_files`), the training path
-(:mod:`~textorch.classification.training_path`, given the class) and the answer
-(:func:`~textorch.classification.classify_files.texts_document`).
+(:mod:`~textorch.classification.model_files`) and the answer
+(:func:`~textorch.classification.answer.texts_document`).
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from textorch.train.config import TrainConfig, sort_options
+from textorch.train.config import TrainConfig
 from textorch.data.cls_batching import EncodedTexts, PieceEncoder, WordEncoder
 from textorch.data.cls_readers import ClsCorpus
 from textorch.data.splits import stratified_folds
@@ -41,15 +42,14 @@ from textorch.models.inference_batches import inference_batches
 from textorch.models.costs import batch_precision
 from textorch.onnx.opening import DEFAULT_ENGINE, EngineOptions, run_loaded
 from textorch.runtime.precision import inference_autocast
-from textorch.classification.classify_files import texts_document
+from textorch.classification.answer import texts_document
 from textorch.classification.config import TASK, TRANSFORMER_BUILDER, ClsDataConfig, ClsModelConfig
-from textorch.classification.model_files import read_classifier_dir, write_classifier_dir
+from textorch.classification.model_files import ClassifierParts, read_classifier_dir, write_classifier_dir
 from textorch.classification.network import new_members
 from textorch.classification.prediction import ClsPrediction
-from textorch.classification.training_path import train_given
 from textorch.models.classifiers import ClassifierEnsemble, get_cls_architecture
 from textorch.train.checkpoint import Checkpointer
-from textorch.train.dist import DistContext, resolve_device
+from textorch.train.dist import DistContext
 from textorch.train.cls_objective import ClassificationObjective, resolve_class_weights, transformer_optimizer
 from textorch.train.dist_eval import my_batches, predict_in_parallel, reduce_counts
 from textorch.train.fold_spread import fold_exchange
@@ -116,41 +116,6 @@ class TextClassifier:
         return cls(model_config, data_config, classes, train.multi_label, network, text_encoder, embeddings, parts, device)
 
     # ----------------------------------------------------------------- training
-    @classmethod
-    def train(
-        cls,
-        train: str | Path | ClsCorpus,
-        valid: str | Path | ClsCorpus | None = None,
-        architecture: str | None = None,
-        embeddings: str = ClsDataConfig.embeddings,
-        output: str | Path | None = None,
-        *,
-        device: str = "cpu",
-        cache_dir: str | None = None,
-        **options: Any,
-    ) -> "TextClassifier":
-        """Train a classifier (an ensemble with ``fold_count=N``), as ``textorch cls train`` does.
-
-        Args:
-            train: labelled CSV/TSV/JSONL file (or a shared corpus), or a :class:`ClsCorpus` already read.
-            valid: validation data for early stopping; None holds out ``valid_fraction`` of
-                ``train`` (stratified, seeded), as the CLI does.
-            architecture: a name from ``textorch cls architectures``; None: ``bert`` with a
-                ``transformer`` option, else the default.
-            embeddings: registry name or path of word vectors, or ``"none"``.
-            output: model directory to write.
-            **options: any field of ``ClsModelConfig``, ``TrainConfig`` or ``ClsDataConfig``.
-
-        Returns:
-            The trained classifier; ``fold_reports`` holds each member's training.
-        """
-        if architecture is None:
-            architecture = "bert" if options.get("transformer") else ClsModelConfig.architecture
-        configs = sort_options({**options, "architecture": architecture, "embeddings": embeddings},
-                               (ClsModelConfig, TrainConfig, ClsDataConfig))
-        device = str(resolve_device(device, DistContext()))
-        return train_given(cls, train, valid, configs, output, device, cache_dir).classifier  # type: ignore[arg-type, return-value]
-
     def fit(self, train: ClsCorpus, valid: ClsCorpus | None, train_config: TrainConfig, ctx: DistContext | None = None,
             checkpoints: Callable[[int | None], Checkpointer] | None = None, spread: bool = False) -> list[FoldReport]:
         """Train every member in place (member i on all folds but fold i when ``fold_count > 1``).
@@ -354,7 +319,10 @@ class TextClassifier:
     def save(self, directory: str | Path, training_run: dict | None = None) -> Path:
         """Write the model directory atomically; ``training_run`` (see :mod:`textorch.train.resume`)
         lets ``--resume`` recognise a finished run."""
-        return write_classifier_dir(directory, self, training_run)
+        parts = ClassifierParts(self.model_config, self.data_config, self.classes, self.multi_label, self.network,
+                                self.text_encoder, self.embeddings, self.transformer_parts, self.thresholds,
+                                self.member_thresholds, self.history)
+        return write_classifier_dir(directory, parts, training_run)
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device | str = "cpu", embeddings: object | None = None,

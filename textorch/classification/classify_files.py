@@ -1,6 +1,6 @@
 """Classifying files with a saved classifier, and scoring it on labelled files: reading them with
-the model's column settings, timing the call, and ``cls classify``'s JSON document (which the
-server answers too, see :mod:`textorch.serve.classify`)."""
+the model's column settings, chunk by chunk, timing the call. ``cls classify``'s JSON document
+(which the server answers too) is :mod:`textorch.classification.answer`'s."""
 
 from __future__ import annotations
 
@@ -8,22 +8,18 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from textorch.classification.classifier import TextClassifier
 from textorch.classification.config import ClsDataConfig
 from textorch.classification.prediction import ClsPrediction
 from textorch.data.streams import ChunkSize, until_error
 from textorch.data.cls_readers import ClsCorpus, ClsExample, detect_format, read_cls
-from textorch.data.writers import answer_header
 from textorch.data.cls_streams import ClsStream, stream_for_classification as stream_examples
 from textorch.errors import ConfigError, TextorchError
 from textorch.runtime.progress import RunTally, TaggingProgress
 from textorch.runtime.write_errors import write_report
 from textorch.train.dist import DistContext
 from textorch.train.dist_eval import reduce_counts
-
-if TYPE_CHECKING:  # annotations only: the classifier's own API reaches this module
-    from textorch.classification.classifier import TextClassifier
 
 
 def read_labelled(path: str, data_config: ClsDataConfig) -> ClsCorpus:
@@ -125,10 +121,6 @@ class ClassificationRun(RunTally):
             raise failure[0]
 
 
-def classification_record(example: ClsExample, prediction: ClsPrediction) -> dict:
-    """One text's record of :func:`classification_document`."""
-    return {"text": example.text, "line": example.line, "scores": {c: round(s, 6) for c, s in prediction.scores.items()},
-            "labels": prediction.labels}
 
 
 def classify_texts(classifier: TextClassifier, texts: list[str], batch_size: int = 64,
@@ -138,28 +130,6 @@ def classify_texts(classifier: TextClassifier, texts: list[str], batch_size: int
     return predictions, time.perf_counter() - started
 
 
-def classification_document(model_name: str, classifier: TextClassifier, corpus: ClsCorpus,
-                            predictions: list[ClsPrediction], runtime_s: float) -> dict:
-    """JSON answer of ``cls classify``: per text, its line, the class scores and the predicted class(es)."""
-    return {
-        **answer_header(model_name, runtime_s),
-        "classes": classifier.classes,
-        "multi_label": classifier.multi_label,
-        "classifications": [classification_record(e, p) for e, p in zip(corpus.examples, predictions)],
-    }
-
-
 def write_json(document: dict | None, path: str | None, option: str = "--metrics-json") -> None:
     if path and document is not None:
         write_report(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", option)
-
-
-def texts_document(model_name: str, classifier: TextClassifier, texts: list[str], predictions: list[ClsPrediction],
-                   runtime_s: float) -> dict:
-    """:func:`classification_document` for texts from memory (``TextClassifier.classify``, the
-    server): no file line numbers."""
-    corpus = ClsCorpus([ClsExample(text) for text in texts])
-    document = classification_document(model_name, classifier, corpus, predictions, runtime_s)
-    for record in document["classifications"]:
-        record.pop("line", None)
-    return document

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,15 +24,13 @@ from textorch.models.classifiers import (
     build_transformer_classifier_v1,
     get_cls_architecture,
 )
-from textorch.train.history import history_files
-
-if TYPE_CHECKING:  # annotations only: the classifier writes through this module
-    from textorch.classification.classifier import TextClassifier
+from textorch.train.history import TrainingHistory, history_files
 
 
 @dataclass
 class ClassifierParts:
-    """A saved classifier's parts, as ``TextClassifier``'s constructor and thresholds take them."""
+    """A classifier's parts, as ``TextClassifier.save`` gives them and as its constructor and
+    thresholds take them back: the model directory is written and read without the class."""
 
     model_config: ClsModelConfig
     data_config: ClsDataConfig
@@ -45,9 +42,11 @@ class ClassifierParts:
     transformer_parts: object | None
     thresholds: np.ndarray
     member_thresholds: np.ndarray
+    history: TrainingHistory | None = None
+    """What training recorded (written as history.json and beside it); never read back here."""
 
 
-def write_classifier_dir(directory: str | Path, classifier: TextClassifier, training_run: dict | None = None) -> Path:
+def write_classifier_dir(directory: str | Path, classifier: ClassifierParts, training_run: dict | None = None) -> Path:
     """Write the model directory atomically; ``training_run`` (see :mod:`textorch.train.resume`)
     lets ``--resume`` recognise a finished run."""
     arch = get_cls_architecture(classifier.model_config.architecture)

@@ -18,6 +18,7 @@ from textorch.cli.commands import group_help
 from textorch.tagging import presets as apps
 from textorch.cli import seq
 from textorch.cli.export import add_engine_options, opened_tagger
+from textorch.cli.training_output import print_outcome, write_metrics
 from textorch.cli.run_options import fold_parallel_option, incremental_input, refuse_output_over_input
 from textorch.cli.streaming_options import add_streaming_options, chunk_size
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig, named_feature_columns
@@ -70,7 +71,7 @@ def _evaluate(model_dir: str, path: str, input_format: str, args: argparse.Names
     from textorch.data.streams import stream_labelled
     from textorch.eval.entity_report import format_report
     from textorch.runtime.progress import TaggingProgress
-    from textorch.tagging import tag_files, training
+    from textorch.tagging import tag_files
 
     chunk = chunk_size(args)
     with opened_tagger(args, model_dir, predict_only=False) as (ctx, labeler):
@@ -81,7 +82,7 @@ def _evaluate(model_dir: str, path: str, input_format: str, args: argparse.Names
             scores = tag_files.evaluate_stream(labeler, sequences, 64, ctx, chunk, progress)
     if ctx.is_main:
         print(format_report(scores))
-        training.write_metrics(scores, args.metrics_json)
+        write_metrics(scores, args.metrics_json)
     return 0
 
 
@@ -103,7 +104,7 @@ def _train(args: argparse.Namespace, configs: tuple[ModelConfig, TrainConfig, Da
             input_model=input_model, device=device, cache_dir=args.cache_dir, ctx=ctx, fold_parallel=fold_parallel, **split,
         )
     if ctx.is_main:
-        training.print_outcome(outcome, args.metrics_json)
+        print_outcome(outcome, args.metrics_json)
     return 0
 
 

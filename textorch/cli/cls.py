@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textorch.cli.commands import group_help
 from textorch.cli.config_options import add_config_options, config_from_args
-from textorch.classification import classify_files, training
+from textorch.classification import answer, classify_files, training
 from textorch.classification.classifier import ClsDataConfig, ClsModelConfig
 from textorch.cli.export import add_engine_options, opened_classifier
 from textorch.cli.streaming_options import add_streaming_options, chunk_size
@@ -144,7 +144,7 @@ def _classify(args: argparse.Namespace) -> int:
             for chunk, predictions in run:
                 if writer is not None and staged is not None:
                     for example, prediction in zip(chunk, predictions):
-                        writer.add(classify_files.classification_record(example, prediction))
+                        writer.add(answer.classification_record(example, prediction))
                     staged.wrote(len(chunk))
             if writer is not None:
                 writer.header["runtime"] = round(run.tag_s, 3)

@@ -37,6 +37,8 @@ from textorch.cli.run_options import (
 from textorch.cli.config_options import add_config_options, config_from_args
 from textorch.cli.streaming_options import add_streaming_options, chunk_size
 from textorch.cli.export import add_engine_options, opened_tagger
+from textorch.cli.training_output import print_outcome, write_metrics
+
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``seq train``; the ``grobid`` and ``ner`` commands take the same ones.
@@ -76,13 +78,11 @@ def _train(args: argparse.Namespace, evaluate: bool) -> int:
             fold_parallel=fold_parallel,
         )
     if ctx.is_main:
-        training.print_outcome(outcome, getattr(args, "metrics_json", None))
+        print_outcome(outcome, getattr(args, "metrics_json", None))
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from textorch.tagging import training
-
     check_at_least_one(args, "batch_size")
     chunk = chunk_size(args)
     with opened_tagger(args, args.model, predict_only=False) as (ctx, labeler):
@@ -91,7 +91,7 @@ def _eval(args: argparse.Namespace) -> int:
             scores = tag_files.evaluate_stream(labeler, sequences, args.batch_size, ctx, chunk, progress)
     if ctx.is_main:
         print(format_report(scores))
-        training.write_metrics(scores, args.metrics_json)
+        write_metrics(scores, args.metrics_json)
     return 0
 
 

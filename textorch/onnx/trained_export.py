@@ -1,8 +1,8 @@
 """A model just trained and saved gets its ONNX export, so the fast path needs no export later.
 
 Both tasks' training paths call :func:`export_after_training` right after the model is saved
-(``seq train``, ``grobid``/``ner``, the GROBID bridge, ``cls train``, ``SequenceLabeler.train``
-and ``TextClassifier.train`` all end there). Without it the first ``--engine onnx|auto`` use of
+(``seq train``, ``grobid``/``ner``, the GROBID bridge, ``cls train``, ``train_sequence_labeler``
+and ``train_text_classifier`` all end there). Without it the first ``--engine onnx|auto`` use of
 the model (a server's start, GROBID's first call) pays the export.
 
 The export is ``MODEL/onnx`` as the engines write it (:func:`textorch.onnx.engine.ensure_export`

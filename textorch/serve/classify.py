@@ -1,7 +1,7 @@
 """Serving text classifiers: the function a batcher runs and the JSON answer.
 
 Both reuse the classification library: ``TextClassifier.predict`` computes, and the answer is
-``cls classify``'s own JSON document (``classify_files.texts_document``), so the server
+``cls classify``'s own JSON document (``classification.answer.texts_document``), so the server
 and the CLI cannot drift apart.
 """
 
@@ -25,6 +25,6 @@ def classification_runner(model: ServedModel, config: ServerConfig) -> Callable[
 def classify_answer(model: ServedModel, texts: list[str], predictions: list[Any], runtime_s: float) -> dict:
     """``{"software", "version", "model", "date", "runtime", "classes", "multi_label", "classifications":
     [{"text", "scores", "labels"}]}``, in request order."""
-    from textorch.classification.classify_files import texts_document
+    from textorch.classification.answer import texts_document
 
     return texts_document(model.name, model.predictor, texts, predictions, runtime_s)

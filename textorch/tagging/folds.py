@@ -19,20 +19,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from textorch.tagging.config import TASK, DataConfig, ModelConfig, TrainConfig
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.data.corpus import Corpus
 from textorch.data.splits import fold_indices
 from textorch.eval.training_report import summarize_label_folds
 from textorch.train.dist import DistContext
 from textorch.train.fold_spread import FoldExchange, fold_exchange
 from textorch.train.history import RunRecord, TrainingHistory
-
-if TYPE_CHECKING:  # annotations only: the training path this module serves is run by the labeler
-    from textorch.tagging.labeler import SequenceLabeler
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +68,6 @@ class FoldRun:
 class _FoldJob:
     """Everything a fold's training needs besides the fold's index."""
 
-    labeler_type: type[SequenceLabeler]
     train: Corpus
     test: Corpus | None
     folds: list[list[int]]
@@ -91,8 +87,8 @@ class _FoldJob:
         if train_config.tensorboard_dir:
             config = replace(train_config, tensorboard_dir=str(Path(train_config.tensorboard_dir) / f"fold-{i + 1}"))
         logger.info("fold %d/%d: %d train, %d validation sequences", i + 1, k, len(part), len(fold))
-        labeler = self.labeler_type.build(part, self.model_config, self.data_config, self.embeddings, self.device,
-                                          seed=train_config.seed + i)
+        labeler = SequenceLabeler.build(part, self.model_config, self.data_config, self.embeddings, self.device,
+                                         seed=train_config.seed + i)
         training = labeler.fit(part, fold if train_config.early_stop else None, config, ctx=ctx)
         valid_scores = labeler.evaluate(fold, ctx=ctx)
         test_scores = labeler.evaluate(self.test, ctx=ctx) if self.test is not None else None
@@ -113,7 +109,6 @@ def kept_fold(runs: list[FoldRun]) -> int:
 
 
 def train_folds(
-    labeler_type: type[SequenceLabeler],
     train: Corpus,
     test: Corpus | None,
     model_config: ModelConfig,
@@ -125,14 +120,14 @@ def train_folds(
     ctx: DistContext | None = None,
     spread: bool = False,
 ) -> FoldsResult:
-    """Train ``fold_count`` models of ``labeler_type``; only the best one (by validation F1) stays in memory.
+    """Train ``fold_count`` models; only the best one (by validation F1) stays in memory.
 
     ``spread`` (with several processes): each process trains its own folds alone, see
     :mod:`textorch.train.fold_spread`; otherwise every fold is trained on all processes in turn.
     Every process returns the same result, the kept model included.
     """
     ctx = ctx or DistContext()
-    job = _FoldJob(labeler_type, train, test, fold_indices(len(train.sequences), fold_count, train_config.seed), model_config,
+    job = _FoldJob(train, test, fold_indices(len(train.sequences), fold_count, train_config.seed), model_config,
                    train_config, data_config, embeddings, device)
     if spread and ctx.enabled:
         with fold_exchange(ctx, fold_count) as exchange:
@@ -181,4 +176,4 @@ def _spread(job: _FoldJob, exchange: FoldExchange, ctx: DistContext) -> tuple[Se
             return best, runs, kept
     with exchange.shared_directory(owner, None) as directory:
         # PyTorch, as on the owner's process: a model of the training path, exported (if at all) where it is saved.
-        return job.labeler_type.load(directory, device=job.device, embeddings=job.embeddings, engine="torch"), runs, kept
+        return SequenceLabeler.load(directory, device=job.device, embeddings=job.embeddings, engine="torch"), runs, kept

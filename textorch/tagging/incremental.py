@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import torch
 
 from textorch.data.corpus import TokenSequence
 from textorch.data.vocab import Vocabulary
 from textorch.errors import ModelFormatError
+from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.network import build_network
-
-if TYPE_CHECKING:  # annotations only: the training path that continues a labeler is run by the labeler
-    from textorch.tagging.labeler import SequenceLabeler
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Apart from :class:`~textorch.tagging.labeler.SequenceLabeler` so that the HTTP server reads a
 request with the same code as ``SequenceLabeler.tag`` (:func:`to_sequences`), and the training
-path reads a corpus as ``SequenceLabeler.train`` does, without the class.
+path reads a corpus from a path or a corpus given (:func:`as_corpus`).
 """
 
 from __future__ import annotations

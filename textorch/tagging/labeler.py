@@ -1,26 +1,27 @@
-"""``SequenceLabeler``: the one object behind training, evaluation, tagging and saving.
+"""``SequenceLabeler``: the one object behind evaluation, tagging and saving, and the network
+that training fits.
 
 The commands, the HTTP server, the GROBID/NER presets and n-fold training are thin adapters
-over this class: every prediction is :meth:`SequenceLabeler.predict`, every training run
-:func:`textorch.tagging.training_path.train_corpora` (which ``SequenceLabeler.train`` calls too).
+over this class: every prediction is :meth:`SequenceLabeler.predict`. Training runs sit above
+it (:mod:`textorch.tagging.training`, which builds, fits, scores and saves labelers); the class
+itself only fits one network in place (:meth:`SequenceLabeler.fit`).
 The class is whole here; what it uses lives in the modules below it, none of which imports it:
 reading input (:mod:`~textorch.tagging.inputs`), the answer (:mod:`~textorch.tagging.answer`),
-the training path (:mod:`~textorch.tagging.training_path`, given the class), the model directory
-(:mod:`~textorch.tagging.model_files`).
+the model directory (:mod:`~textorch.tagging.model_files`), a DeLFT model's conversion
+(:mod:`~textorch.tagging.delft_import`).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
 from textorch.tagging.answer import tagging_document
 from textorch.tagging.config import TASK, DataConfig, ModelConfig, TrainConfig
 from textorch.tagging.inputs import Token, read_evaluation_corpus, to_sequences
-from textorch.tagging.training_path import train_given
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.encoding import SequenceEncoder
 from textorch.data.splits import training_pieces, valid_iob2
@@ -38,14 +39,14 @@ from textorch.onnx.opening import DEFAULT_ENGINE, EngineOptions, run_loaded
 from textorch.models.transformer_source import TransformerParts
 from textorch.tagging.decoding import ModelRoutes, decode_batches, runner_for
 from textorch.tagging.encoded import EncodedData
-from textorch.tagging.model_files import read_tagger_dir, write_tagger_dir
+from textorch.tagging.delft_import.importer import converted_dir, is_delft_model_dir
+from textorch.tagging.model_files import TaggerParts, read_tagger_dir, write_tagger_dir
 from textorch.tagging.prediction import Prediction
 from textorch.tagging.scoring import count_predicted, epoch_choice_score, summed_counts
 from textorch.tagging.word_table_calls import WordTableCalls
 from textorch.tagging.network import forbids_iob2_moves, new_network, preload_crf_decoder
 from textorch.train.checkpoint import Checkpointer
-from textorch.train.config import sort_options
-from textorch.train.dist import DistContext, resolve_device
+from textorch.train.dist import DistContext
 from textorch.train.dist_eval import gather_in_order, my_batches, place
 from textorch.train.optim import adamw_warmup_linear
 from textorch.train.history import TrainingHistory
@@ -121,47 +122,6 @@ class SequenceLabeler:
         return cls(
             encoder, model, model_config, data_config, embeddings, train.format, train.n_features, device, transformer
         )
-
-    @classmethod
-    def train(
-        cls,
-        train: str | Path | Corpus,
-        valid: str | Path | Corpus | None = None,
-        architecture: str = ModelConfig.architecture,
-        embeddings: str = DataConfig.embeddings,
-        output: str | Path | None = None,
-        *,
-        device: str = "cpu",
-        cache_dir: str | None = None,
-        **options: Any,
-    ) -> "SequenceLabeler":
-        """Train a tagger, as ``textorch seq train`` does; save it when ``output`` is given.
-
-        Args:
-            train: labelled CoNLL or GROBID file (read and checked as ``seq train`` does), or a
-                :class:`Corpus` already read. Either way the run is
-                :func:`textorch.tagging.training_path.train_corpora`, the path of every command.
-            valid: validation data for early stopping; None holds out ``valid_fraction`` of
-                ``train`` (seeded), as the CLI does.
-            architecture: a name from ``textorch seq architectures``.
-            embeddings: registry name or path of word vectors, or ``"none"``.
-            output: model directory to write (must not hold another model).
-            device: ``cpu``, ``cuda`` or ``auto``.
-            cache_dir: textorch's cache root (default: $TEXTORCH_CACHE_DIR, else ~/.cache/textorch).
-            **options: any field of ``ModelConfig``, ``TrainConfig`` or ``DataConfig``
-                (``max_epoch=10``, ``batch_size=16``, ``word_hidden=50``, ``seed=1``...).
-
-        Returns:
-            The trained labeler, its ``training_result`` holding the per-epoch history.
-
-        Raises:
-            ConfigError: an unknown option or an invalid value.
-            DataError: a problem in a data file, located at ``path:line``.
-        """
-        configs = sort_options({**options, "architecture": architecture, "embeddings": embeddings},
-                               (ModelConfig, TrainConfig, DataConfig))
-        device = resolve_device(device, DistContext())
-        return train_given(cls, train, valid, configs, output, device, cache_dir).labeler  # type: ignore[arg-type, return-value]
 
     def fit(
         self,
@@ -365,7 +325,9 @@ class SequenceLabeler:
     def save(self, directory: str | Path, training_run: dict | None = None) -> Path:
         """Write the model directory atomically; ``training_run`` (the checksum of the options and
         data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
-        return write_tagger_dir(directory, self, training_run)
+        parts = TaggerParts(self.encoder, self.model, self.model_config, self.data_config, self.embeddings,
+                            self.input_format, self.n_features, self.transformer, self.history)
+        return write_tagger_dir(directory, parts, training_run)
 
     @classmethod
     def load(
@@ -383,8 +345,6 @@ class SequenceLabeler:
         in PyTorch; a model whose weights you change otherwise, load it with ``torch``)."""
         options = EngineOptions(engine, device)
         options.check()  # a wrong engine is refused before anything is read
-        from textorch.tagging.delft_import.importer import converted_dir, is_delft_model_dir
-
         if is_delft_model_dir(directory):  # a DeLFT model: converted once into the cache
             directory = converted_dir(directory, cache_dir, embeddings)
         parts = read_tagger_dir(directory, embeddings, cache_dir)

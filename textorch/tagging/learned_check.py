@@ -13,13 +13,10 @@ the epoch, such an epoch is never the one kept (:func:`textorch.tagging.scoring.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from textorch.data.corpus import Corpus
 from textorch.data.tags import OUTSIDE
-
-if TYPE_CHECKING:  # annotations only: the training path hands the labeler in
-    from textorch.tagging.labeler import SequenceLabeler
+from textorch.tagging.labeler import SequenceLabeler
 
 SAMPLE_TOKENS = 20_000
 """Training tokens the check tags (the first sequences up to this count, at least one): enough

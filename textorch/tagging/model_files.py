@@ -1,9 +1,9 @@
 """A tagger's model directory composed from its parts, in one place for every writer and the reader.
 
-``SequenceLabeler.save`` writes through here, and so does the DeLFT importer, which builds a
-tagger's parts without the ``SequenceLabeler`` class: ``SequenceLabeler.load`` converts a DeLFT
-directory through the importer, so the importer must not need the class in turn.
-``SequenceLabeler.load`` reads the parts back with :func:`read_tagger_dir`.
+``SequenceLabeler.save`` writes its parts through here, and so does the DeLFT importer, which
+builds a tagger's parts without the ``SequenceLabeler`` class (``SequenceLabeler.load`` converts
+a DeLFT directory through the importer). ``SequenceLabeler.load`` reads the parts back with
+:func:`read_tagger_dir`. Parts, not the class: the class reads and writes through this module.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,9 +24,6 @@ from textorch.tagging.network import build_network, untied
 from textorch.tagging.template_choice import load_table
 from textorch.train.history import TrainingHistory, history_files
 
-if TYPE_CHECKING:  # annotations only: the labeler writes through this module
-    from textorch.tagging.labeler import SequenceLabeler
-
 DELFT_SOURCE_FILE = "delft-source.json"
 """In a model imported from DeLFT: DeLFT's own ``config`` and ``preprocessor`` (its names, label
 strings and ids), which an export in DeLFT's layout writes back as DeLFT wrote them."""
@@ -35,8 +31,8 @@ strings and ids), which an export in DeLFT's layout writes back as DeLFT wrote t
 
 @dataclass
 class TaggerParts:
-    """A tagger that is only to be written (the DeLFT importer's result): the attributes of a
-    ``SequenceLabeler`` that its model directory holds."""
+    """What a tagger's model directory holds: a ``SequenceLabeler``'s attributes, as ``save``
+    gives them, as the DeLFT importer builds them, as :func:`read_tagger_dir` reads them back."""
 
     encoder: SequenceEncoder
     model: torch.nn.Module
@@ -51,7 +47,7 @@ class TaggerParts:
     """The imported DeLFT model's ``config.json`` and ``preprocessor.json``, kept as they were."""
 
 
-def write_tagger_dir(directory: str | Path, tagger: TaggerParts | SequenceLabeler, training_run: dict | None = None) -> Path:
+def write_tagger_dir(directory: str | Path, tagger: TaggerParts, training_run: dict | None = None) -> Path:
     """Write the model directory atomically; ``training_run`` (the checksum of the options and
     data that made it, see :mod:`textorch.train.resume`) lets ``--resume`` recognise a finished run."""
     config = {
@@ -67,9 +63,8 @@ def write_tagger_dir(directory: str | Path, tagger: TaggerParts | SequenceLabele
         extra_files = dict(tagger.transformer.files())
     if training_run is not None:
         config["training_run"] = training_run
-    source = getattr(tagger, "delft_source", None)
-    if source is not None:
-        extra_files[DELFT_SOURCE_FILE] = json.dumps(source, indent=1, ensure_ascii=False) + "\n"
+    if tagger.delft_source is not None:
+        extra_files[DELFT_SOURCE_FILE] = json.dumps(tagger.delft_source, indent=1, ensure_ascii=False) + "\n"
     state = untied(tagger.model.state_dict())
     return save_model_dir(directory, config, tagger.encoder.to_json(), state, {**extra_files, **history_files(tagger.history)})
 

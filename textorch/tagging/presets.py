@@ -139,7 +139,7 @@ def grobid_defaults(model: str, architecture: str) -> AppDefaults:
 def textorch_grobid_defaults() -> AppDefaults:
     """textorch's GROBID default, one for every model name: a corpus of 60 figures, of 1,400
     names or of 700 whole headers is told apart by its data (the rules of
-    ``training_path.fitted_to_data``: validation only where the share is big enough, batches of
+    ``training_data.fitted_to_data``: validation only where the share is big enough, batches of
     enough steps and bounded tokens, epochs from a step and a token budget), never by its name.
     Random batches and DeLFT's plateau cut, as DeLFT's GROBID runs."""
     return AppDefaults(batch_size=DEFAULT_BATCH_SIZE, max_sequence_length=TRAINING_PIECE_LENGTH, max_epoch=60,

@@ -1,0 +1,84 @@
+"""The training data of a tagger's run shaped for it: the hold-out splits, and the training
+options fitted to what is left (batch size, epochs without validation).
+
+Every training door reaches these through :mod:`textorch.tagging.training`; the benchmarks that
+size a run as textorch would (``benchmarks/peers``) call them too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from textorch.data.corpus import Corpus
+from textorch.data.splits import piece_lengths, training_splits
+from textorch.errors import ConfigError
+from textorch.tagging.config import TrainConfig
+
+logger = logging.getLogger(__name__)
+
+
+def split_for_training(
+    train: Corpus, valid: Corpus | None, test: Corpus | None, hold_out_test: bool, train_config: TrainConfig,
+    fold_count: int = 1,
+) -> tuple[Corpus, Corpus | None, Corpus | None]:
+    """Test and validation shares by :func:`~textorch.data.splits.training_splits`; n-fold needs no
+    validation share (each fold validates on its own part), and a validation file then joins the
+    training data, as DeLFT's n-fold training does. Validation data smaller than
+    ``train_config.min_validation_sequences`` joins the training data too (no early stopping)."""
+    wants_valid = fold_count == 1 and train_config.early_stop
+    train, valid, test = training_splits(train, valid, test, hold_out_test=hold_out_test, seed=train_config.seed,
+                                         valid_fraction=train_config.valid_fraction if wants_valid else None)
+    if wants_valid and valid is None:
+        logger.info("%s: %d training sequence(s), too few to hold out validation data: no early stopping, the last "
+                    "epoch is kept", train.path, len(train))
+    too_small = valid is not None and len(valid) < train_config.min_validation_sequences
+    if too_small:  # a --valid file too: whoever gave it, a handful of sequences cannot pick an epoch
+        logger.info("validation data of %d sequences is too few to pick an epoch (fewer than %d): training on "
+                    "all %d sequences", len(valid), train_config.min_validation_sequences, len(train) + len(valid))
+    if (fold_count > 1 or too_small) and valid is not None:
+        train, valid = replace(train, sequences=train.sequences + valid.sequences), None
+    if not train.sequences:
+        raise ConfigError(f"{train.path}: no training sequences left after splitting")
+    return train, valid, test
+
+
+def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_valid: bool) -> TrainConfig:
+    """``train_config`` for training sequences of ``train_lengths`` tokens: no early stopping
+    without validation data (``has_valid`` False: a share too small to be held out; n folds
+    validate on their own), a batch size that gives at least ``min_steps_per_epoch`` steps and
+    holds about ``max_batch_tokens`` tokens at most, and, without validation, the epochs that make
+    about ``steps_without_validation`` steps (and see at most about ``tokens_without_validation``
+    tokens) at a linearly falling rate. Sequences count as the pieces of ``max_sequence_length``
+    tokens that training cuts them into, so a corpus of whole documents is sized by what a step
+    reads, not by how many documents it has."""
+    changes: dict[str, object] = {}
+    if not has_valid and train_config.early_stop:
+        changes["early_stop"] = False
+    pieces = piece_lengths(train_lengths, train_config.max_sequence_length)
+    n_train, n_tokens = len(pieces), sum(pieces)
+    batch = train_config.batch_size
+    if train_config.min_steps_per_epoch:
+        batch = max(1, min(batch, n_train // train_config.min_steps_per_epoch))
+    if train_config.max_batch_tokens and n_tokens:
+        batch = max(1, min(batch, round(train_config.max_batch_tokens * n_train / n_tokens)))
+    if batch != train_config.batch_size:
+        logger.info("batch size %d for %d training sequences of %d tokens on average (at least %d steps an epoch, "
+                    "about %s tokens a batch at most)", batch, n_train, round(n_tokens / max(n_train, 1)),
+                    train_config.min_steps_per_epoch, _count_or_any(train_config.max_batch_tokens))
+        changes["batch_size"] = batch
+    if not has_valid and train_config.steps_without_validation:
+        steps_per_epoch = max(1, -(-n_train // batch))
+        epochs = max(1, min(train_config.max_epoch, round(train_config.steps_without_validation / steps_per_epoch)))
+        if train_config.tokens_without_validation and n_tokens:
+            epochs = max(1, min(epochs, round(train_config.tokens_without_validation / n_tokens)))
+        logger.info("%d epochs of %d steps for %d training sequences without validation (about %d steps, at most "
+                    "about %s tokens), the learning rate falling linearly to zero", epochs, steps_per_epoch, n_train,
+                    train_config.steps_without_validation, _count_or_any(train_config.tokens_without_validation))
+        changes.update(max_epoch=epochs, lr_schedule="linear")
+    return replace(train_config, **changes) if changes else train_config
+
+
+def _count_or_any(n: int) -> str:
+    return f"{n:,}" if n else "any"
