@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from textorch.data.columns import CallColumns, ColumnValues, call_columns
+from textorch.data.columns import SMALL_CALL_TOKENS, CallColumns, ColumnValues, call_columns
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate
 from textorch.data.template_features import TemplateFeaturizer
@@ -163,6 +163,9 @@ class SequenceEncoder:
         # the character vocabulary grows (incremental training adds characters).
         self._shapes: dict[str, tuple[list[int], int]] = {}
         self._shapes_vocab_size = len(chars)
+        self.compiled_rows = False
+        """Template rows by the compiled loop (:mod:`textorch.data.template_kernel`): set by an
+        owner that loads Numba anyway (a labeler in PyTorch), never by the torch-free tagger."""
 
     @classmethod
     def fit(
@@ -247,7 +250,8 @@ class SequenceEncoder:
         casing = np.fromiter((casing for _, casing in shapes), dtype=np.int64, count=len(shapes))[type_ids]
         word_ids = None if word_rows is None else word_rows(distinct)[type_ids]
         char_widths = np.asarray(_widest_per_sequence(widths[type_ids], bounds), dtype=np.int64)
-        template_rows = None if self.templates is None else self.templates.call_rows(None, values, lengths)
+        template_rows = None if self.templates is None else self.templates.call_rows(None, values, lengths,
+                                                                                           self.compiled_rows)
         feature_ids = self._feature_ids(bounds, values, columns.without_features)
         call = CallArrays(casing, feature_ids, word_ids, type_ids, template_rows)
         return EncodedCall(call, table, bounds, char_widths)
@@ -279,10 +283,16 @@ class SequenceEncoder:
         a vocabulary look-up per sequence and column was a large share of encoding a file."""
         if not self.feature_columns:
             return None
-        feature_ids = np.empty((int(bounds[-1]), len(self.feature_columns)), dtype=np.int64)
-        for slot, column in enumerate(self.feature_columns):
-            vocabulary = self.features[slot]
-            feature_ids[:, slot] = values.ids(column, vocabulary._index, vocabulary.unk_id)
+        n = int(bounds[-1])
+        if n <= SMALL_CALL_TOKENS and len({vocabulary.unk_id for vocabulary in self.features}) == 1:
+            # A small call: every column at once (NumPy's per-call cost, per column, is most of the work).
+            feature_ids = np.ascontiguousarray(values.stacked_ids(
+                self.feature_columns, [vocabulary._index for vocabulary in self.features], self.features[0].unk_id, n).T)
+        else:
+            feature_ids = np.empty((n, len(self.feature_columns)), dtype=np.int64)
+            for slot, column in enumerate(self.feature_columns):
+                vocabulary = self.features[slot]
+                feature_ids[:, slot] = values.ids(column, vocabulary._index, vocabulary.unk_id)
         for i in without_features:
             feature_ids[bounds[i]:bounds[i + 1]] = 0
         return feature_ids

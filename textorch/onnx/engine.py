@@ -81,6 +81,23 @@ class OnnxRunner(_Session):
             feed.update(input_ids=window_ids, attention_mask=batch.window_mask, word_index=batch.word_index)
         return self.run("emissions", feed)
 
+    def decode_one(self, item, word_table, with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`decode` of a call of one sequence (an ``EncodedSequence`` of at least one
+        token), fed from its arrays as they are: no batch, no tensors (a GROBID-sized call's
+        batch and its conversions cost about what its graph run does)."""
+        rows = item.template_rows
+        arrays = {"char_ids": item.char_ids[None], "casing_ids": item.casing_ids[None],
+                  "feature_ids": None if item.feature_ids is None else item.feature_ids[None],
+                  "template_rows": None if rows is None else rows.astype(np.int64, copy=False)[None],
+                  "mask": np.ones((1, len(item)), dtype=np.int64)}
+        if item.word_ids is not None and word_table is not None:
+            arrays["word_vectors"] = word_table.matrix[item.word_ids][None]
+        emissions = self.run("emissions", arrays)
+        lengths = np.array([len(item)], dtype=np.int64)
+        if self.crf_params is not None:
+            return cpu_decoder.crf_paths(emissions, lengths, *self.crf_params, with_confidence=with_scores)
+        return cpu_decoder.softmax_paths(emissions, lengths, with_scores)
+
     def decode(self, batch, with_scores: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         emissions = self.emissions(batch)
         mask = batch.mask.cpu().numpy()
