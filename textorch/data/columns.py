@@ -31,10 +31,6 @@ FEWEST_ROWS = 256
 """Rows of a call below which :func:`read_columns` keeps values per token: numbering so few
 rows costs NumPy calls (a fixed cost) that a small call's look-ups do not pay back."""
 
-SMALL_CALL_TOKENS = 64
-"""Tokens up to which :meth:`ColumnValues.stacked_ids` looks ids up in lists rather than NumPy
-calls per column."""
-
 SAMPLE_ROWS = 2048
 """Rows of a large call whose repeats tell :func:`read_columns`, before it numbers them all,
 whether numbering them is worth it."""
@@ -57,16 +53,11 @@ class ColumnValues:
 
     def stacked_ids(self, columns: Sequence[int], indexes: Sequence[dict[str, int]], unseen: int,
                     tokens: int) -> np.ndarray:
-        """``(len(columns), tokens)`` int64: :meth:`ids` of each column with its index, stacked.
-        A small call's ids come from list look-ups and one array: NumPy's per-call cost, paid
-        once per column, is most of the work for a few tokens."""
+        """``(len(columns), tokens)`` int64: :meth:`ids` of each column with its index, stacked
+        (spread to the tokens once for all columns where values are kept per distinct row)."""
         if not columns:
             return np.zeros((0, tokens), dtype=np.int64)
-        if tokens <= SMALL_CALL_TOKENS:
-            ids = np.array([[index.get(value, unseen) for value in self.values[column]]
-                            for column, index in zip(columns, indexes)], dtype=np.int64)
-        else:
-            ids = np.stack([value_ids(self.values[column], index, unseen) for column, index in zip(columns, indexes)])
+        ids = np.stack([value_ids(self.values[column], index, unseen) for column, index in zip(columns, indexes)])
         return ids if self.inverse is None else ids[:, self.inverse]
 
     def __getitem__(self, column: int) -> list[str | None]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from textorch.data.columns import SMALL_CALL_TOKENS, CallColumns, ColumnValues, call_columns
+from textorch.data.columns import CallColumns, ColumnValues, call_columns
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate
 from textorch.data.template_features import TemplateFeaturizer
@@ -283,16 +283,10 @@ class SequenceEncoder:
         a vocabulary look-up per sequence and column was a large share of encoding a file."""
         if not self.feature_columns:
             return None
-        n = int(bounds[-1])
-        if n <= SMALL_CALL_TOKENS and len({vocabulary.unk_id for vocabulary in self.features}) == 1:
-            # A small call: every column at once (NumPy's per-call cost, per column, is most of the work).
-            feature_ids = np.ascontiguousarray(values.stacked_ids(
-                self.feature_columns, [vocabulary._index for vocabulary in self.features], self.features[0].unk_id, n).T)
-        else:
-            feature_ids = np.empty((n, len(self.feature_columns)), dtype=np.int64)
-            for slot, column in enumerate(self.feature_columns):
-                vocabulary = self.features[slot]
-                feature_ids[:, slot] = values.ids(column, vocabulary._index, vocabulary.unk_id)
+        feature_ids = np.empty((int(bounds[-1]), len(self.feature_columns)), dtype=np.int64)
+        for slot, column in enumerate(self.feature_columns):
+            vocabulary = self.features[slot]
+            feature_ids[:, slot] = values.ids(column, vocabulary._index, vocabulary.unk_id)
         for i in without_features:
             feature_ids[bounds[i]:bounds[i + 1]] = 0
         return feature_ids

@@ -229,7 +229,7 @@ class SequenceLabeler:
         if self.model.training:  # eval() walks every submodule, which one-sequence calls notice
             self.model.eval()
         lengths = data.lengths()
-        runner = runner_for(self.runner, sum(lengths))
+        runner = runner_for(self.runner, sum(lengths), max(lengths, default=0))
         routes = decide(self.routes, self.device, self.transformer is not None, getattr(runner, "group_costs", None),
                         torch_runs=runner is None)
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
