@@ -87,7 +87,7 @@ def train_models(tree: Path, training: dict, models: Path, quick: bool) -> None:
         target = models / model
         if (target / "config.json").is_file():
             continue
-        command = [sys.executable, "-m", "textorch.cli.main", "grobid", model, "train", "--input", training[model],
+        command = [sys.executable, "-P", "-m", "textorch.cli.main", "grobid", model, "train", "--input", training[model],
                    "--max-epoch", str(1 if quick else epochs), "--seed", "1", "--output", str(target),
                    "--cache-dir", str(models.parent / "cache"), "--skip-bad-sequences"]  # GROBID's header has a few
         done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -127,20 +127,28 @@ def worker(args: argparse.Namespace) -> None:
             facade.tag(variant["x"], None, features=variant["f"])
             if repeat >= args.warmup:
                 times[key].append([(time.perf_counter() - started) * 1e3, (time.process_time() - cpu) * 1e3])
-    print(json.dumps(times))
+    import textorch
+
+    print(json.dumps({"textorch": str(Path(textorch.__file__).resolve().parents[1]), **times}))
 
 
 def run_round(tree: Path, models: Path, args: argparse.Namespace) -> dict:
-    command = [sys.executable, "-m", "benchmarks.features.bench_grobid_calls", "--worker", "--work", str(args.work),
+    # The script by its path with -P (no script or working directory put first on sys.path): the
+    # tree's textorch is the one imported, never this checkout's (the worker imports textorch alone).
+    command = [sys.executable, "-P", str(Path(__file__).resolve()), "--worker", "--work", str(args.work),
                "--models", str(models), "--repeats", str(args.repeats), "--warmup", str(args.warmup),
                "--calls", *args.calls, "--engines", *args.engines]
     if args.threads:
         command += ["--threads", str(args.threads)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO)])}
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"round with {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    times = json.loads(done.stdout.strip().splitlines()[-1])
+    imported = Path(times.pop("textorch"))
+    if imported != tree.resolve():
+        raise SystemExit(f"a round meant for {tree} imported textorch from {imported}")
+    return times
 
 
 def rows_of(label: str, times: dict, inputs: dict) -> list[dict]:

@@ -9,12 +9,14 @@ Everything is written under the bench work dir (never into ../shared):
   into test (10 %), then validation (10 % of the rest) with textorch's seeded ``holdout`` —
   the split ``textorch seq train-eval`` makes — and handed as files to both systems, so that
   they train, validate and are scored on exactly the same sequences. Lines are copied as they
-  are; each sequence ends with one empty line.
+  are; each sequence ends with one empty line. A corpus of the user's own (``--corpus
+  NAME=TRAIN[,TEMPLATE]``, :class:`OwnCorpus`) is split the same way under its own name.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +48,47 @@ class TaskFiles:
     format: str  # conll | grobid
     textorch: dict  # train / valid / test paths
     delft: dict
+    template: str | None = None  # Wapiti's CRF++ template of an own corpus; None: the shared task's
+
+
+@dataclass(frozen=True)
+class OwnCorpus:
+    """A GROBID training file that is none of the suite's named tasks, run under its own name.
+
+    The suite's tasks are corpora a preset may know by name; a corpus under a name nothing
+    knows (a new layout model, another GROBID version's file, a corpus reshaped for a test)
+    shows what a user's own data gets. It is split per seed as the named tasks are; Wapiti
+    trains with ``template`` (a CRF++ file), which it needs.
+    """
+
+    name: str
+    train: Path
+    template: Path | None = None
+
+    def to_json(self) -> dict:
+        return {"train": str(self.train), "template": str(self.template) if self.template else None}
+
+    @classmethod
+    def from_json(cls, name: str, data: dict) -> "OwnCorpus":
+        return cls(name, Path(data["train"]), Path(data["template"]) if data.get("template") else None)
+
+
+_CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def parse_corpus(text: str, taken: set[str] | frozenset[str] = frozenset()) -> OwnCorpus:
+    """``NAME=TRAIN[,TEMPLATE]`` read and checked: a name none of ``taken`` (the suite's tasks,
+    the corpora before it) has, a training file and template that exist."""
+    name, _, rest = text.partition("=")
+    train, _, template = rest.partition(",")
+    if not _CORPUS_NAME.fullmatch(name) or not train:
+        raise SystemExit(f"--corpus {text!r}: expected NAME=TRAINFILE[,TEMPLATE]")
+    if name in taken:
+        raise SystemExit(f"--corpus {text!r}: {name!r} is taken (a task of the suite, or another corpus); give the corpus another name")
+    for path in filter(None, (train, template)):
+        if not Path(path).is_file():
+            raise SystemExit(f"--corpus {text!r}: {path} not found")
+    return OwnCorpus(name, Path(train).resolve(), Path(template).resolve() if template else None)
 
 
 def shared_data(relative: str) -> Path:
@@ -100,8 +143,11 @@ def _write_blocks(path: Path, blocks: list[list[str]]) -> None:
     _write_if_changed(path, "".join("\n".join(block) + "\n\n" for block in blocks))
 
 
-def prepare(work: Path, tasks: list[str], seeds: list[int]) -> dict[tuple[str, int], TaskFiles]:
-    """Write the converted copies and splits; return the files of every (task, seed)."""
+def prepare(work: Path, tasks: list[str], seeds: list[int],
+            corpora: dict[str, OwnCorpus] | None = None) -> dict[tuple[str, int], TaskFiles]:
+    """Write the converted copies and splits; return the files of every (task, seed). A task
+    named in ``corpora`` reads that corpus's file instead of a shared one."""
+    corpora = corpora or {}
     root = work / "data" / "sequenceLabelling"
     files: dict[tuple[str, int], TaskFiles] = {}
     for task in tasks:
@@ -116,7 +162,9 @@ def prepare(work: Path, tasks: list[str], seeds: list[int]) -> dict[tuple[str, i
             for seed in seeds:
                 files[(task, seed)] = TaskFiles(task, "conll", {k: str(v) for k, v in original.items()}, converted)
             continue
-        blocks = read_blocks(shared_data(GROBID_FILES[task]))
+        own = corpora.get(task)
+        blocks = read_blocks(own.train if own else shared_data(GROBID_FILES[task]))
+        template = str(own.template) if own and own.template else None
         for seed in seeds:
             rest, test = holdout(blocks, 0.1, seed)
             train, valid = holdout(rest, 0.1, seed + 1)
@@ -125,5 +173,5 @@ def prepare(work: Path, tasks: list[str], seeds: list[int]) -> dict[tuple[str, i
                 target = root / "grobid" / task / f"seed{seed}" / f"{role}.txt"
                 _write_blocks(target, part)
                 paths[role] = str(target)
-            files[(task, seed)] = TaskFiles(task, "grobid", paths, paths)
+            files[(task, seed)] = TaskFiles(task, "grobid", paths, paths, template)
     return files

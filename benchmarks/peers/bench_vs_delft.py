@@ -110,7 +110,8 @@ def run_early_stopping(r: Runner, settings: dict, vectors: Path, systems: list[s
     ``systems`` (GROBID's defaults), or with ``--tag-tokens``, every system's first-seed model
     also tags a whole file (:func:`suite_tagging.measure_whole_files`); otherwise nothing is tagged."""
     jobs = early_stopping_jobs(settings["tasks"], settings["architecture"])
-    files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"])
+    corpora = {name: bench_data.OwnCorpus.from_json(name, data) for name, data in settings.get("corpora", {}).items()}
+    files = bench_data.prepare(r.work, sorted(settings["tasks"]), settings["seeds"], corpora)
     whole = settings["tag_tokens"] > 0
     if settings.get("whole_files_only"):  # the work dir's models of earlier runs, side by side in this one
         return jobs, [], measure_whole_files(r, jobs, files, settings["seeds"][0], settings, systems)
@@ -176,6 +177,10 @@ def main() -> int:
                         help="only the rows of GROBID-sized calls through the DeLFT interface (date, name-header; "
                              "first seed), on the work dir's models, trained first where missing")
     parser.add_argument("--tasks", nargs="+", choices=ALL_TASKS, help="override the tasks")
+    parser.add_argument("--corpus", action="append", default=[], metavar="NAME=TRAINFILE[,TEMPLATE]",
+                        help="with --early-stopping: also run a GROBID training file of your own under NAME (a name "
+                             "none of the suite's tasks has), split and scored as the tasks are; TEMPLATE is its CRF++ "
+                             "template, which Wapiti needs. Without --tasks, only the corpora given run")
     parser.add_argument("--seeds", type=int, nargs="+", help="override the seeds")
     parser.add_argument("--no-bert", action="store_true",
                         help="leave out the BERT_CRF row (also left out when --tasks has no date)")
@@ -221,9 +226,17 @@ def main() -> int:
         settings = {**settings, "tasks": EARLY_STOPPING_TASKS if not args.quick else ["date"]}
     if args.grobid_calls:
         settings = {**settings, "tasks": list(GROBID_CALLS)}
-    settings["tasks"] = args.tasks or settings["tasks"]
+    corpora: list[bench_data.OwnCorpus] = []
+    for text in args.corpus:  # each name once, none of a task's
+        corpora.append(bench_data.parse_corpus(text, set(ALL_TASKS) | {c.name for c in corpora}))
+    if corpora and not args.early_stopping:
+        parser.error("--corpus goes with --early-stopping (each system trains it at its own defaults)")
+    settings["tasks"] = (args.tasks or ([] if corpora else settings["tasks"])) + [c.name for c in corpora]
+    settings["corpora"] = {c.name: c.to_json() for c in corpora}
     settings["seeds"] = args.seeds or settings["seeds"]
     systems = wapiti_peer.parse_systems(args.systems, args.wapiti)
+    if "wapiti" in systems and any(c.template is None for c in corpora):
+        parser.error("--corpus NAME=TRAINFILE,TEMPLATE: Wapiti trains with a CRF++ template; give the corpus's")
     settings["architecture"] = args.architecture
     settings["whole_files_only"] = args.whole_files_only
     if args.whole_files_only and not args.early_stopping:

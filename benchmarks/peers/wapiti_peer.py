@@ -55,9 +55,11 @@ def model_path(work: Path, task: str, seed: int) -> Path:
 def train_args(work: Path, wapiti: str, task: str, seed: int, files, predictions: Path,
                time_limit: float | None = None) -> list[str]:
     """``wapiti_runner.py train`` options for one task and seed, on the suite's split files
-    (``time_limit``: seconds before its optimisation is stopped, the big models' two hours)."""
+    (``time_limit``: seconds before its optimisation is stopped, the big models' two hours);
+    an own corpus's template where it has one (``files.template``), else the shared task's."""
     limit = ["--time-limit", str(time_limit)] if time_limit else []
-    return ["train", "--wapiti", wapiti, "--template", str(template(task)), "--task", task, "--seed", str(seed),
+    chosen = files.template or template(task)
+    return ["train", "--wapiti", wapiti, "--template", str(chosen), "--task", task, "--seed", str(seed),
             *[a for role in ("train", "valid", "test") for a in (f"--{role}", files.textorch[role])],
             "--model", str(model_path(work, task, seed)), "--predictions", str(predictions), "--reuse", *limit]
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import write_tiny_grobid
 
 from benchmarks.peers import bench_data
+from benchmarks.peers import wapiti_peer
 from benchmarks.peers.runner_common import read_blocks
 
 
@@ -47,3 +50,40 @@ def test_read_blocks_cuts_lines_at_newlines_only_as_wapiti_reads_them(tmp_path: 
     path = tmp_path / "mixed.train"
     path.write_bytes("a\x0cb F I-<x>\r\nc F <x>\r\n \r\nd F I-<y>\n\n\ne F I-<y>".encode("utf-8"))
     assert read_blocks(path) == [["a\x0cb F I-<x>", "c F <x>"], ["d F I-<y>"], ["e F I-<y>"]]
+
+
+def test_an_own_corpus_is_split_as_the_tasks_are_under_its_own_name(tmp_path, monkeypatch):
+    """``--corpus NAME=TRAIN,TEMPLATE``: a file no task names, split per seed exactly as a shared
+    task's file would be, with its template carried to Wapiti (``wapiti_peer.train_args``)."""
+    data = tmp_path / "shared"
+    (data / "grobid" / "date").mkdir(parents=True)
+    shared = write_tiny_grobid(data / "grobid" / "date" / "date-220311.train", n=40)
+    monkeypatch.setenv("TEXTORCH_SHARED_DATA", str(data))
+    own = tmp_path / "mine" / "layout.train"
+    own.parent.mkdir()
+    own.write_bytes(shared.read_bytes())
+    template = own.with_suffix(".crf-template")
+    template.write_text("U00:%x[0,0]\n", encoding="utf-8")
+    corpus = bench_data.parse_corpus(f"layoutish={own},{template}", {"date", "figure"})
+    assert (corpus.name, corpus.train, corpus.template) == ("layoutish", own.resolve(), template.resolve())
+    assert bench_data.OwnCorpus.from_json("layoutish", corpus.to_json()) == corpus
+    files = bench_data.prepare(tmp_path / "work", ["date", "layoutish"], [1, 2], {"layoutish": corpus})
+    for seed in (1, 2):
+        mine, theirs = files[("layoutish", seed)], files[("date", seed)]
+        assert "/layoutish/" in mine.textorch["test"] and mine.template == str(template.resolve())
+        assert theirs.template is None
+        for role in ("train", "valid", "test"):  # the same content gives the same split
+            assert Path(mine.textorch[role]).read_text() == Path(theirs.textorch[role]).read_text()
+    args = wapiti_peer.train_args(tmp_path, "wapiti", "layoutish", 1, files[("layoutish", 1)], tmp_path / "p.json")
+    assert args[args.index("--template") + 1] == str(template.resolve())
+
+
+@pytest.mark.parametrize("text,message", [("date=FILE", "is taken"), ("x", "expected NAME=TRAINFILE"),
+                                          ("../x=FILE", "expected NAME=TRAINFILE"), ("x=absent.train", "not found"),
+                                          ("x=FILE,absent.crf-template", "not found")])
+def test_an_own_corpus_needs_a_free_name_and_files_that_exist(tmp_path, text, message):
+    train = tmp_path / "x.train"
+    train.write_text("a I-<x>\n\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=message):
+        bench_data.parse_corpus(text.replace("FILE", str(train)).replace("absent", str(tmp_path / "absent")),
+                                {"date"})

@@ -295,14 +295,35 @@ def test_grobid_eval_names_the_line_of_a_malformed_sequence(tmp_path: Path, tiny
     assert f"{broken}:{bad_at + 1}:" in capsys.readouterr().err
 
 
-def test_one_file_trained_under_two_names_gives_the_same_model(tmp_path: Path, tiny_grobid: Path,
+def _layout_file(path: Path, n: int = 3, length: int = 1100) -> Path:
+    """Figure's kind in small: few sequences longer than a training piece, a dozen layout columns,
+    a short head, a description and a long content field."""
+    rows = []
+    for i in range(n):
+        for j in range(length):
+            label = "<figure_head>" if j < 3 else "<figDesc>" if j < 40 + 7 * i else "<content>"
+            start = j == 0 or (j == 3) or (j == 40 + 7 * i)
+            word = f"w{(i * 31 + j * 7) % 53}"
+            layout = ["BLOCKSTART" if start else "BLOCKIN", "LINESTART" if j % 9 == 0 else "LINEIN",
+                      "NEWFONT" if start else "SAMEFONT", str(j % 4), "ALLCAP" if j % 11 == 0 else "NOCAPS",
+                      "NODIGIT", str(j % 3), "NOPUNCT", str(min(j // 100, 9)), str(i % 2), "0", "1"]
+            rows.append(" ".join([word, word.lower(), *layout, ("I-" if start else "") + label]))
+        rows.append("")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["date", "layout"])
+def test_one_file_trained_under_two_names_gives_the_same_model(tmp_path: Path, tiny_grobid: Path, kind: str,
                                                               capsys: pytest.CaptureFixture) -> None:
     """textorch's GROBID default decides from the data alone: ``figure`` (a name DeLFT has settings
-    for) and a name nobody knows train the same network with the same settings."""
+    for) and a name nobody knows train the same network with the same settings, on small data of
+    date's kind and on long layout sequences of figure's kind (cut into training pieces)."""
+    data = tiny_grobid if kind == "date" else _layout_file(tmp_path / "layout.train")
     models, settings = {}, {}
     for name in ("figure", "a-layout-model-of-figures-kind"):
         models[name] = tmp_path / name
-        assert main(["grobid", name, "train", "--input", str(tiny_grobid), "--max-epoch", "2", "--seed", "3",
+        assert main(["grobid", name, "train", "--input", str(data), "--max-epoch", "2", "--seed", "3",
                      "--output", str(models[name]), "--quiet"]) == 0
         settings[name] = [line.split(" INFO ", 1)[1] for line in capsys.readouterr().err.splitlines()
                           if " INFO settings: " in line]

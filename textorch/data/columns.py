@@ -51,6 +51,15 @@ class ColumnValues:
         ids = value_ids(self.values[column], index, unseen)
         return ids if self.inverse is None else ids[self.inverse]
 
+    def stacked_ids(self, columns: Sequence[int], indexes: Sequence[dict[str, int]], unseen: int,
+                    tokens: int) -> np.ndarray:
+        """``(len(columns), tokens)`` int64: :meth:`ids` of each column with its index, stacked
+        (spread to the tokens once for all columns where values are kept per distinct row)."""
+        if not columns:
+            return np.zeros((0, tokens), dtype=np.int64)
+        ids = np.stack([value_ids(self.values[column], index, unseen) for column, index in zip(columns, indexes)])
+        return ids if self.inverse is None else ids[:, self.inverse]
+
     def __getitem__(self, column: int) -> list[str | None]:
         """``column``'s value at every token (as :func:`column_values` gives it)."""
         values = self.values[column]

@@ -163,6 +163,9 @@ class SequenceEncoder:
         # the character vocabulary grows (incremental training adds characters).
         self._shapes: dict[str, tuple[list[int], int]] = {}
         self._shapes_vocab_size = len(chars)
+        self.compiled_rows = False
+        """Template rows by the compiled loop (:mod:`textorch.data.template_kernel`): set by an
+        owner that loads Numba anyway (a labeler in PyTorch), never by the torch-free tagger."""
 
     @classmethod
     def fit(
@@ -247,7 +250,8 @@ class SequenceEncoder:
         casing = np.fromiter((casing for _, casing in shapes), dtype=np.int64, count=len(shapes))[type_ids]
         word_ids = None if word_rows is None else word_rows(distinct)[type_ids]
         char_widths = np.asarray(_widest_per_sequence(widths[type_ids], bounds), dtype=np.int64)
-        template_rows = None if self.templates is None else self.templates.call_rows(None, values, lengths)
+        template_rows = None if self.templates is None else self.templates.call_rows(None, values, lengths,
+                                                                                           self.compiled_rows)
         feature_ids = self._feature_ids(bounds, values, columns.without_features)
         call = CallArrays(casing, feature_ids, word_ids, type_ids, template_rows)
         return EncodedCall(call, table, bounds, char_widths)

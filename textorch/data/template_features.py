@@ -26,8 +26,10 @@ import numpy as np
 from textorch.data.columns import ColumnValues, column_values, read_columns
 from textorch.data.corpus import TokenSequence
 from textorch.data.crf_template import FeatureTemplate, parse_template, template_text
+from textorch.data.template_kernel import TemplateProgram, rows_kernel
 
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant of multiplicative hashing
+_INT32_MAX = int(np.iinfo(np.int32).max)
 TOKENS_PER_PASS = 1024
 """Tokens whose rows :meth:`TemplateFeaturizer.call_rows` computes in one pass (about, whole
 sequences): large enough that NumPy's per-call cost is small, small enough to stay in cache."""
@@ -78,6 +80,23 @@ class _Plan:
                 np.array(strides, dtype=np.int64), np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
                 np.concatenate([featurizer._lookups[k][1] for k in ks])))
         self.searched = [k for k in range(len(featurizer.templates)) if k not in featurizer._lookups]
+        self.program = _program(featurizer, column_slot, self.sizes)
+
+
+def _program(featurizer: "TemplateFeaturizer", column_slot: dict[int, int], sizes: np.ndarray) -> TemplateProgram:
+    """The templates as the compiled loop reads them (:mod:`textorch.data.template_kernel`): the
+    lookup arrays end to end in template order, each lookup template's start and strides."""
+    lookups: dict[int, tuple[int, list[int]]] = {}
+    arrays, at = [], 0
+    for k in sorted(featurizer._lookups):
+        counts, rows = featurizer._lookups[k]
+        lookups[k] = (at, [int(np.prod(counts[j + 1:])) for j in range(len(counts))])
+        arrays.append(rows)
+        at += len(rows)
+    cells = [[(row, column_slot[column]) for row, column in template.cells] for template in featurizer.templates]
+    seeds = [featurizer._seed(k) for k in range(len(featurizer.templates))]
+    lookup_rows = np.concatenate(arrays) if arrays else np.zeros(1, dtype=featurizer.row_dtype)
+    return TemplateProgram(cells, lookups, seeds, sizes, featurizer.reach, lookup_rows)
 
 
 def _mixed(key: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -159,7 +178,7 @@ class TemplateFeaturizer:
     def row_dtype(self) -> type[np.signedinteger]:
         """The integer type of rows: int32 (half the memory of a corpus's rows, which training
         holds whole), int64 only for a table with more rows than int32 counts."""
-        return np.int32 if self.n_rows <= np.iinfo(np.int32).max else np.int64
+        return np.int32 if self.n_rows <= _INT32_MAX else np.int64
 
     # ------------------------------------------------------------------ encoding
     @property
@@ -169,11 +188,25 @@ class TemplateFeaturizer:
         return [column - 1 for column in self.vocabularies]
 
     def call_rows(self, sequences: Sequence[TokenSequence] | None, values: ColumnValues | None = None,
-                  lengths: np.ndarray | None = None) -> np.ndarray:
+                  lengths: np.ndarray | None = None, compiled: bool = False) -> np.ndarray:
         """The ``(tokens, templates)`` rows (:attr:`row_dtype`) of the weight table of all
         ``sequences`` end to end. ``values``: :attr:`feature_columns` as :func:`read_columns`
         reads them, when the caller read them already for other features; with ``lengths`` too,
-        ``sequences`` is not read (None: a caller that holds columns, not sequences)."""
+        ``sequences`` is not read (None: a caller that holds columns, not sequences).
+        ``compiled``: by the compiled loop (:mod:`textorch.data.template_kernel`) where Numba
+        serves, for a process that loads Numba anyway; the same rows."""
+        kernel = rows_kernel() if compiled else None
+        if kernel is not None:
+            if lengths is None:
+                assert sequences is not None, "call_rows reads the lengths of the sequences or is given them"
+                lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+            if values is None:
+                assert sequences is not None, "call_rows reads the columns of the sequences or is given them"
+                values = read_columns(sequences, self.feature_columns)
+            plan = self._plan
+            ids = values.stacked_ids([column - 1 for column in plan.columns],
+                                     [self.vocabularies[column] for column in plan.columns], 0, int(lengths.sum()))
+            return plan.program.rows(kernel, ids, lengths, self.table, self.row_dtype)
         ids, position, length = self._positions(sequences, values, lengths)
         out = np.empty((len(position), len(self.templates)), dtype=self.row_dtype)
         # A pass over a few thousand tokens at a time: every template's arrays of a pass stay in

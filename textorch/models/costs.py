@@ -47,6 +47,11 @@ AUTO_ONNX_MAX_TOKENS = 1024
 """``--engine auto``: calls of at most this many tokens run in ONNX Runtime (cheaper per call),
 larger ones in PyTorch (which encodes each distinct token's characters once per call)."""
 
+AUTO_ONNX_MAX_LENGTH = 256
+"""``--engine auto``: and whose longest sequence has at most this many tokens. On one long
+sequence (a GROBID header, a bibliography) PyTorch's recurrent layers cost less per step than
+the graph's: level at about this length on the header and reference-segmenter models."""
+
 ONEDNN_ROW_BUCKETS_FROM = 16
 """Above this many rows a CPU recurrent call is padded to one of four row counts per doubling:
 a little padding against a new oneDNN kernel for nearly every row count."""

@@ -24,7 +24,7 @@ import torch
 from textorch.errors import ConfigError, ModelFormatError
 from textorch.models import cpu_decoder
 from textorch.models.heads import CRFHead
-from textorch.models.costs import AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
+from textorch.models.costs import AUTO_ONNX_MAX_LENGTH, AUTO_ONNX_MAX_TOKENS, ONNX_GROUP_COSTS
 from textorch.onnx.files import (
     DESCRIPTION_FILE,
     FORMAT_VERSION,
@@ -81,6 +81,23 @@ class OnnxRunner(_Session):
             feed.update(input_ids=window_ids, attention_mask=batch.window_mask, word_index=batch.word_index)
         return self.run("emissions", feed)
 
+    def decode_one(self, item, word_table, with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`decode` of a call of one sequence (an ``EncodedSequence`` of at least one
+        token), fed from its arrays as they are: no batch, no tensors (a GROBID-sized call's
+        batch and its conversions cost about what its graph run does)."""
+        rows = item.template_rows
+        arrays = {"char_ids": item.char_ids[None], "casing_ids": item.casing_ids[None],
+                  "feature_ids": None if item.feature_ids is None else item.feature_ids[None],
+                  "template_rows": None if rows is None else rows.astype(np.int64, copy=False)[None],
+                  "mask": np.ones((1, len(item)), dtype=np.int64)}
+        if item.word_ids is not None and word_table is not None:
+            arrays["word_vectors"] = word_table.matrix[item.word_ids][None]
+        emissions = self.run("emissions", arrays)
+        lengths = np.array([len(item)], dtype=np.int64)
+        if self.crf_params is not None:
+            return cpu_decoder.crf_paths(emissions, lengths, *self.crf_params, with_confidence=with_scores)
+        return cpu_decoder.softmax_paths(emissions, lengths, with_scores)
+
     def decode(self, batch, with_scores: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         emissions = self.emissions(batch)
         mask = batch.mask.cpu().numpy()
@@ -101,17 +118,21 @@ class OnnxClassifierRunner(_Session):
 
 
 class AutoRunner:
-    """``--engine auto``: ONNX Runtime for calls of few tokens (one-sequence requests, a server's
-    small batches), PyTorch for the rest (:data:`AUTO_ONNX_MAX_TOKENS`). Both engines give the
-    same labels and scores within 1e-4 (tested), so the choice is one of speed only."""
+    """``--engine auto``: ONNX Runtime for calls of few tokens in sequences none of them long
+    (one-sequence requests, a server's small batches), PyTorch for the rest
+    (:data:`AUTO_ONNX_MAX_TOKENS`, :data:`AUTO_ONNX_MAX_LENGTH`). Both engines give the same
+    labels and scores within 1e-4 (tested), so the choice is one of speed only."""
 
-    def __init__(self, onnx_runner: OnnxRunner, max_tokens: int = AUTO_ONNX_MAX_TOKENS) -> None:
+    def __init__(self, onnx_runner: OnnxRunner, max_tokens: int = AUTO_ONNX_MAX_TOKENS,
+                 max_length: int = AUTO_ONNX_MAX_LENGTH) -> None:
         self.onnx_runner = onnx_runner
         self.max_tokens = max_tokens
+        self.max_length = max_length
 
-    def runner_for(self, n_tokens: int) -> OnnxRunner | None:
-        """The runner for a call of ``n_tokens`` tokens; None: the PyTorch network."""
-        return self.onnx_runner if n_tokens <= self.max_tokens else None
+    def runner_for(self, n_tokens: int, longest: int) -> OnnxRunner | None:
+        """The runner for a call of ``n_tokens`` tokens whose longest sequence has ``longest``;
+        None: the PyTorch network."""
+        return self.onnx_runner if n_tokens <= self.max_tokens and longest <= self.max_length else None
 
 
 def default_export_dir(model_dir: str | Path) -> Path:
@@ -223,6 +244,9 @@ def attach_onnx(predictor, model_dir: str | Path, export_dir: str | Path | None 
 
 
 def _runner(predictor, task: str, model_file: Path, threads: int | None) -> _Session:
+    # No thread count given: the session takes PyTorch's, which the caller may have limited for
+    # this process (ONNX Runtime's own default is every core, each spinning between its calls).
+    threads = threads or torch.get_num_threads()
     if task == "text_classification":
         return OnnxClassifierRunner(model_file, threads)
     return OnnxRunner(model_file, predictor.model.head, threads)

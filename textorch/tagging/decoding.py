@@ -16,6 +16,7 @@ from textorch.models.one_sequence import OneSequenceTagger
 from textorch.runtime.precision import inference_autocast
 from textorch.tagging.encoded import EncodedData
 from textorch.tagging.prediction import Prediction
+from textorch.train.dist import DistContext
 
 
 def decode_batches(
@@ -46,11 +47,28 @@ def decode_batches(
     return decoded
 
 
-def runner_for(runner: object | None, n_tokens: int) -> object | None:
-    """What runs the network for a call of ``n_tokens`` tokens: ``runner``, or under ``--engine
-    auto`` (:class:`textorch.onnx.engine.AutoRunner`) its choice; None: PyTorch."""
+def one_sequence_in_runner(runner: object | None, data: EncodedData, label_items: list[str], with_scores: bool,
+                           ctx: DistContext | None = None) -> Prediction | None:
+    """The prediction of a call of one non-empty sequence by the runner that ``runner`` picks for
+    it (:func:`runner_for`) where that is ONNX Runtime, fed straight from the sequence's arrays;
+    None where this does not serve (PyTorch runs the call, several sequences or processes, an
+    empty sequence, a transformer's windows, a runner without ``decode_one``)."""
+    if len(data.encoded) != 1 or not len(data.encoded[0]) or data.windows is not None:
+        return None
+    length = len(data.encoded[0])
+    decode_one = getattr(runner_for(runner, length, length), "decode_one", None)
+    if decode_one is None or (ctx is not None and ctx.world_size > 1):
+        return None
+    paths, scores = decode_one(data.encoded[0], data.word_table, with_scores)
+    return Prediction([label_items[k] for k in paths[0].tolist()], None if scores is None else scores[0].tolist())
+
+
+def runner_for(runner: object | None, n_tokens: int, longest: int) -> object | None:
+    """What runs the network for a call of ``n_tokens`` tokens whose longest sequence has
+    ``longest``: ``runner``, or under ``--engine auto`` (:class:`textorch.onnx.engine.AutoRunner`)
+    its choice; None: PyTorch."""
     choose = getattr(runner, "runner_for", None)
-    return choose(n_tokens) if choose is not None else runner
+    return choose(n_tokens, longest) if choose is not None else runner
 
 
 class ModelRoutes:

@@ -37,7 +37,7 @@ from textorch.models.token_vector_cache import TokenVectorCache
 from textorch.models.weight_state import one_check_per_call
 from textorch.onnx.opening import DEFAULT_ENGINE, EngineOptions, run_loaded
 from textorch.models.transformer_source import TransformerParts
-from textorch.tagging.decoding import ModelRoutes, decode_batches, runner_for
+from textorch.tagging.decoding import ModelRoutes, decode_batches, one_sequence_in_runner, runner_for
 from textorch.tagging.encoded import EncodedData
 from textorch.tagging.delft_import.importer import converted_dir, is_delft_model_dir
 from textorch.tagging.model_files import TaggerParts, read_tagger_dir, write_tagger_dir
@@ -73,6 +73,7 @@ class SequenceLabeler:
         transformer: TransformerParts | None = None,
     ) -> None:
         self.encoder = encoder
+        encoder.compiled_rows = True  # its CRF decodes with Numba on the CPU: template rows may too
         self.transformer = transformer
         self.model = model
         self.model_config = model_config
@@ -85,8 +86,7 @@ class SequenceLabeler:
         self.word_table = WordTable(word_source(embeddings, data_config.word_lookup)) if embeddings is not None else None
         self.training_result: TrainingResult | None = None
         self.token_vector_cache = TokenVectorCache()
-        """Character-encoder outputs of tokens met by earlier ``predict`` calls (see
-        :mod:`textorch.models.token_vector_cache`)."""
+        """Character-encoder outputs of tokens met by earlier calls (:mod:`~textorch.models.token_vector_cache`)."""
         self.runner = None
         """Alternative network runner with the model's ``decode`` contract (``--engine onnx``), or
         one that picks per call (``--engine auto``), set by :mod:`textorch.onnx.opening`; None runs
@@ -101,10 +101,8 @@ class SequenceLabeler:
         """The CPU fast paths tagging calls may take (:mod:`textorch.models.cpu_routes`; each call
         decides from these and its facts, once); ``FAST.without("one_sequence")``, say, to rule
         one out, :data:`~textorch.models.cpu_routes.REFERENCE` for none."""
-        self._routes = ModelRoutes()
-        """The model's character encoder and one-sequence route, found once per model object."""
-        self._calls = WordTableCalls()
-        """Tagging calls in flight: the word table is bounded only while none holds row ids into it."""
+        self._routes = ModelRoutes()  # the model's character encoder and one-sequence route, found once per model
+        self._calls = WordTableCalls()  # calls in flight: the word table is bounded only while none holds its row ids
 
     # ----------------------------------------------------------------- building
     @classmethod
@@ -191,7 +189,7 @@ class SequenceLabeler:
         if self.model.training:  # eval() walks every submodule, which one-sequence calls notice
             self.model.eval()
         lengths = data.lengths()
-        runner = runner_for(self.runner, sum(lengths))
+        runner = runner_for(self.runner, sum(lengths), max(lengths, default=0))
         routes = decide(self.routes, self.device, self.transformer is not None, getattr(runner, "group_costs", None),
                         torch_runs=runner is None)
         nonempty = [i for i, n in enumerate(lengths) if n > 0]
@@ -256,7 +254,9 @@ class SequenceLabeler:
         only (``Prediction.scores`` None): a CRF then skips its forward-backward pass.
         """
         with self._calls.call(self.word_table):
-            return self._decode(self.encode(sequences), batch_size, ctx, with_scores=with_scores)  # type: ignore[return-value]
+            data = self.encode(sequences)
+            one = one_sequence_in_runner(self.runner, data, self.encoder.labels.items, with_scores, ctx)
+            return [one] if one is not None else self._decode(data, batch_size, ctx, with_scores=with_scores)  # type: ignore[list-item]
 
     def tag(
         self,
