@@ -28,7 +28,7 @@ OPTION_STRINGS = {
     "patience": ["--patience"], "early_stop": ["--early-stop"], "max_sequence_length": ["--max-sequence-length"],
     "clip_grad": ["--clip-grad"], "lr_decay": ["--lr-decay"], "lr_decay_patience": ["--lr-decay-patience"],
     "min_validation_sequences": ["--min-validation-sequences"], "min_validation_tokens": ["--min-validation-tokens"],
-    "tokens_with_validation": ["--tokens-with-validation"],
+    "tokens_with_validation": ["--tokens-with-validation"], "template_learning_rate": ["--template-learning-rate"],
     "min_steps_per_epoch": ["--min-steps-per-epoch"],
     "steps_without_validation": ["--steps-without-validation"], "lr_schedule": ["--lr-schedule"],
     "tokens_without_validation": ["--tokens-without-validation"], "max_batch_tokens": ["--max-batch-tokens"],

@@ -96,6 +96,12 @@ class TrainConfig:
     """With no validation data, the epochs are also capped so that the run sees about this many
     tokens: a step budget fit for a few hundred short sequences would train a corpus of whole
     documents (a few hundred thousand tokens) for hours without gain (0: no cap)."""
+    template_learning_rate: float = option(
+        0.0, "*_TEMPLATE models: Adam rate of the CRF template weights (default: {default}, --learning-rate)",
+        metavar="RATE")
+    """``_TEMPLATE`` architectures: the Adam rate of the template feature weights (0: the common
+    ``learning_rate``). Adam moves each weight by about its rate a step however small its
+    gradient, and the table holds hundreds of thousands of them."""
     tokens_with_validation: int = option(
         0, "with validation data, train for the whole epochs that see about N tokens at a rate falling linearly to "
            "zero, keeping the epoch that validates best (default: {default}, early stopping as --patience says)",
@@ -135,6 +141,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.template_learning_rate < 0:
+            raise ConfigError(f"--template-learning-rate must be >= 0 (0: --learning-rate), got {self.template_learning_rate}")
         if self.learning_rate <= 0:
             raise ConfigError(f"--learning-rate must be > 0, got {self.learning_rate}")
         if self.max_epoch < 1:
