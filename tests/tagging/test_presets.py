@@ -75,8 +75,9 @@ def test_textorchs_default_is_one_for_every_model_name() -> None:
     assert (default.batch_size, default.max_sequence_length, default.max_epoch) == (20, 1000, 60)
     assert (default.min_validation_sequences, default.min_steps_per_epoch, default.steps_without_validation) == \
         (apps.MIN_VALIDATION_SEQUENCES, apps.MIN_STEPS_PER_EPOCH, apps.STEPS_WITHOUT_VALIDATION)
-    assert (default.tokens_without_validation, default.max_batch_tokens) == \
-        (apps.TOKENS_WITHOUT_VALIDATION, apps.MAX_BATCH_TOKENS)
+    assert (default.tokens_without_validation, default.max_batch_tokens, default.min_validation_tokens,
+            default.tokens_with_validation) == \
+        (apps.TOKENS_WITHOUT_VALIDATION, apps.MAX_BATCH_TOKENS, apps.MIN_VALIDATION_TOKENS, apps.TOKENS_WITH_VALIDATION)
 
 
 def test_command_line_values_win_over_application_defaults() -> None:
@@ -84,7 +85,7 @@ def test_command_line_values_win_over_application_defaults() -> None:
     chosen = apps.resolve_options(defaults, {"batch_size": 7, "max_epoch": None, "feature_columns": "9-10"})
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
                       "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5,
-                      "min_validation_sequences": 0, "min_steps_per_epoch": 0,
+                      "min_validation_sequences": 0, "min_validation_tokens": 0, "tokens_with_validation": 0, "min_steps_per_epoch": 0,
                       "steps_without_validation": 0, "tokens_without_validation": 0, "max_batch_tokens": 0}
     given = apps.resolve_options(defaults, {"bucket_batches": 10, "lr_decay": 1.0})
     assert (given["bucket_batches"], given["lr_decay"]) == (10, 1.0)
@@ -160,8 +161,8 @@ def test_grobid_default_on_small_data_of_an_unknown_model_trains_on_every_sequen
     assert main(["grobid", "caption-like", "train-eval", "--input", str(tiny_grobid), "--max-epoch", "2",
                  "--output", str(output)]) == 0
     log = capsys.readouterr().err
-    assert (f"validation data of 4 sequences is too few to pick an epoch (fewer than {apps.MIN_VALIDATION_SEQUENCES}): "
-            "training on all 36") in log
+    assert (f"validation data of 4 sequences is too few to pick an epoch (fewer than {apps.MIN_VALIDATION_SEQUENCES}, "
+            f"and fewer than {apps.MIN_VALIDATION_TOKENS:,} tokens): training on all 36") in log
     assert "batch size 1 for 36 training sequences of 4 tokens on average (at least 20 steps an epoch" in log
     assert "2 epochs of 36 steps for 36 training sequences without validation" in log  # --max-epoch caps the budget
     config = json.loads((output / "config.json").read_text())

@@ -13,6 +13,7 @@ from conftest import write_tiny_conll
 from textorch.data.corpus import Corpus, TokenSequence
 from textorch.data.readers import read_labelled
 from textorch.tagging.config import DataConfig, ModelConfig, TrainConfig
+from textorch.tagging import presets as apps
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.training_data import fitted_to_data, split_for_training
 
@@ -52,6 +53,45 @@ def test_a_given_validation_file_that_is_too_small_joins_too() -> None:
     assert valid is None and len(train) == 107
     train, valid, _ = split_for_training(_corpus(100), _corpus(7), None, False, replace(config, min_validation_sequences=0))
     assert valid is not None and len(train) == 100
+
+
+def _documents(n: int, length: int) -> Corpus:
+    return Corpus([TokenSequence(["w"] * length, ["B-X"] + ["I-X"] * (length - 1)) for _ in range(n)], "conll",
+                  path="documents")
+
+
+@pytest.mark.parametrize("n_valid, length, kept", [(7, 2, False), (7, 2000, True), (7, 1400, False), (30, 2, True)])
+def test_a_few_whole_documents_validate_where_as_many_short_strings_do_not(n_valid: int, length: int, kept: bool) -> None:
+    # 7 documents of 2,000 tokens (14,000) reach the 10,000-token floor; 7 of 1,400 (9,800) and 7 pairs do not;
+    # 30 sequences reach the sequence floor whatever their length
+    config = TrainConfig(min_validation_sequences=30, min_validation_tokens=10_000)
+    train, valid, _ = split_for_training(_documents(50, length), _documents(n_valid, length), None, False, config)
+    assert (valid is not None) == kept
+    assert len(train) == 50 + (0 if kept else n_valid)
+    without_floor = replace(config, min_validation_tokens=0)
+    _, valid, _ = split_for_training(_documents(50, length), _documents(n_valid, length), None, False, without_floor)
+    assert (valid is not None) == (n_valid >= 30)
+
+
+def test_with_validation_a_token_budget_sets_an_annealed_run_that_never_stops_early() -> None:
+    config = TrainConfig(max_epoch=60, patience=5, tokens_with_validation=8_000)
+    fitted = fitted_to_data(config, [400] * 50, True)  # 20,000 tokens an epoch: 8,000 / 20,000 rounds to 0 -> 1
+    assert (fitted.max_epoch, fitted.lr_schedule, fitted.patience, fitted.early_stop) == (1, "linear", 1, True)
+    fitted = fitted_to_data(replace(config, tokens_with_validation=300_000), [400] * 50, True)
+    assert (fitted.max_epoch, fitted.lr_schedule, fitted.patience) == (15, "linear", 15)
+    assert fitted_to_data(replace(config, tokens_with_validation=10_000_000), [400] * 50, True).max_epoch == 60
+    unchanged = fitted_to_data(config, [400] * 50, False)  # without validation the budget does not apply
+    assert (unchanged.lr_schedule, unchanged.max_epoch) == ("constant", 60)
+    off = replace(config, tokens_with_validation=0)
+    assert fitted_to_data(off, [400] * 50, True) == off
+
+
+def test_the_grobid_default_keeps_validation_for_whole_documents_only() -> None:
+    chosen = apps.resolve_options(apps.textorch_grobid_defaults(), {})
+    config = TrainConfig(min_validation_sequences=chosen["min_validation_sequences"],
+                         min_validation_tokens=chosen["min_validation_tokens"])
+    assert split_for_training(_documents(600, 400), _documents(67, 400), None, False, config)[1] is not None  # headers
+    assert split_for_training(_documents(600, 4), _documents(67, 4), None, False, config)[1] is None  # dates
 
 
 @pytest.mark.parametrize("n_train, batch", [(68, 3), (30, 1), (1175, 20), (2000, 20)])

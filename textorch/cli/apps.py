@@ -29,7 +29,7 @@ from textorch.train.dist import session
 logger = logging.getLogger(__name__)
 
 _APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns",
-                  "feature_vocabulary_size", "bucket_batches", "lr_decay", "min_validation_sequences",
+                  "feature_vocabulary_size", "bucket_batches", "lr_decay", "min_validation_sequences", "min_validation_tokens", "tokens_with_validation",
                   "min_steps_per_epoch", "steps_without_validation", "tokens_without_validation", "max_batch_tokens")
 _ACTIONS = ("train", "train-eval", "eval", "tag")
 

@@ -20,6 +20,13 @@ from torch import nn
 class TemplateEmissions(nn.Module):
     """``(B, L, K)`` table rows -> ``(B, L, labels)`` summed weights (row 0 weighs nothing)."""
 
+    rate_option = "template_learning_rate"
+    """The training option that holds this table's own learning rate (see
+    :func:`textorch.train.trainer.parameter_groups`): Adam moves every weight about one rate a
+    step whatever its gradient's size, so at the rate the recurrent layers train with, hundreds of
+    thousands of feature weights whose gradients have faded to noise keep drifting, and a long
+    run on whole documents loses what it had learnt (docs/performance.md, "GROBID's big models")."""
+
     def __init__(self, n_rows: int, n_labels: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.dropout = dropout

@@ -38,6 +38,19 @@ MIN_VALIDATION_SEQUENCES = 300
 """textorch's own GROBID default: a validation share of fewer sequences (a 10 % share of fewer
 than 3,000) is too noisy to pick an epoch (one sequence moves its F1 by a point or more), so
 such data trains on every sequence, as GROBID's CRF trains on all it is given."""
+MIN_VALIDATION_TOKENS = 10_000
+"""textorch's own GROBID default: a validation share of fewer than ``MIN_VALIDATION_SEQUENCES``
+sequences is kept where it holds this many tokens. Whole documents (headers, bibliographies,
+paper bodies, a PDF's lines) give shares of 20,000 tokens and more from a few dozen documents,
+each with dozens of fields; the small models' shares hold at most a few thousand tokens. How
+many epochs whole documents need differs by corpus (docs/performance.md, "GROBID's big
+models"), which validation finds and a token budget does not."""
+TOKENS_WITH_VALIDATION = 8_000_000
+"""textorch's own GROBID default: with validation data, the epochs that see about this many
+tokens at a rate falling to zero, the best-validating epoch kept. On whole documents the epochs
+that serve differ by corpus (headers gain up to about 30 epochs where bibliographies and paper
+bodies lose past a dozen, docs/performance.md): a long annealed run with the best epoch kept
+serves both, where early stopping at a constant rate stops headers before they settle."""
 STEPS_WITHOUT_VALIDATION = 2000
 """textorch's own GROBID default: data trained without validation takes about this many steps
 (at most ``max_epoch`` epochs: 30 epochs of name-header's 1,300 sequences, 60 of figure's 70),
@@ -79,6 +92,8 @@ class AppDefaults:
     bucket_batches: int | None = None
     lr_decay: float | None = None
     min_validation_sequences: int = 0
+    min_validation_tokens: int = 0
+    tokens_with_validation: int = 0
     min_steps_per_epoch: int = 0
     steps_without_validation: int = 0
     tokens_without_validation: int = 0
@@ -144,6 +159,7 @@ def textorch_grobid_defaults() -> AppDefaults:
     Random batches and DeLFT's plateau cut, as DeLFT's GROBID runs."""
     return AppDefaults(batch_size=DEFAULT_BATCH_SIZE, max_sequence_length=TRAINING_PIECE_LENGTH, max_epoch=60,
                        bucket_batches=1, lr_decay=DELFT_LR_DECAY, min_validation_sequences=MIN_VALIDATION_SEQUENCES,
+                       min_validation_tokens=MIN_VALIDATION_TOKENS, tokens_with_validation=TOKENS_WITH_VALIDATION,
                        min_steps_per_epoch=MIN_STEPS_PER_EPOCH, steps_without_validation=STEPS_WITHOUT_VALIDATION,
                        tokens_without_validation=TOKENS_WITHOUT_VALIDATION, max_batch_tokens=MAX_BATCH_TOKENS)
 
@@ -241,6 +257,8 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
               "bucket_batches": defaults.bucket_batches if defaults.bucket_batches is not None else TrainConfig.bucket_batches,
               "lr_decay": defaults.lr_decay if defaults.lr_decay is not None else TrainConfig.lr_decay,
               "min_validation_sequences": defaults.min_validation_sequences,
+              "min_validation_tokens": defaults.min_validation_tokens,
+              "tokens_with_validation": defaults.tokens_with_validation,
               "min_steps_per_epoch": defaults.min_steps_per_epoch,
               "steps_without_validation": defaults.steps_without_validation,
               "tokens_without_validation": defaults.tokens_without_validation,

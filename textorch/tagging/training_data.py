@@ -26,22 +26,35 @@ def split_for_training(
     """Test and validation shares by :func:`~textorch.data.splits.training_splits`; n-fold needs no
     validation share (each fold validates on its own part), and a validation file then joins the
     training data, as DeLFT's n-fold training does. Validation data smaller than
-    ``train_config.min_validation_sequences`` joins the training data too (no early stopping)."""
+    ``train_config.min_validation_sequences`` (and ``min_validation_tokens``) joins the training
+    data too (no early stopping)."""
     wants_valid = fold_count == 1 and train_config.early_stop
     train, valid, test = training_splits(train, valid, test, hold_out_test=hold_out_test, seed=train_config.seed,
                                          valid_fraction=train_config.valid_fraction if wants_valid else None)
     if wants_valid and valid is None:
         logger.info("%s: %d training sequence(s), too few to hold out validation data: no early stopping, the last "
                     "epoch is kept", train.path, len(train))
-    too_small = valid is not None and len(valid) < train_config.min_validation_sequences
+    too_small = valid is not None and too_small_to_validate(valid, train_config)
     if too_small:  # a --valid file too: whoever gave it, a handful of sequences cannot pick an epoch
-        logger.info("validation data of %d sequences is too few to pick an epoch (fewer than %d): training on "
-                    "all %d sequences", len(valid), train_config.min_validation_sequences, len(train) + len(valid))
+        logger.info("validation data of %d sequences is too few to pick an epoch (fewer than %d%s): training on "
+                    "all %d sequences", len(valid), train_config.min_validation_sequences,
+                    f", and fewer than {train_config.min_validation_tokens:,} tokens"
+                    if train_config.min_validation_tokens else "", len(train) + len(valid))
     if (fold_count > 1 or too_small) and valid is not None:
         train, valid = replace(train, sequences=train.sequences + valid.sequences), None
     if not train.sequences:
         raise ConfigError(f"{train.path}: no training sequences left after splitting")
     return train, valid, test
+
+
+def too_small_to_validate(valid: Corpus, train_config: TrainConfig) -> bool:
+    """Whether ``valid`` is too small to pick an epoch: fewer sequences than
+    ``min_validation_sequences`` and, where ``min_validation_tokens`` is set, fewer tokens too
+    (a few dozen whole documents are enough, as many short strings are not)."""
+    if len(valid) >= train_config.min_validation_sequences:
+        return False
+    tokens = train_config.min_validation_tokens
+    return not tokens or sum(len(s) for s in valid.sequences) < tokens
 
 
 def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_valid: bool) -> TrainConfig:
@@ -50,7 +63,8 @@ def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_
     validate on their own), a batch size that gives at least ``min_steps_per_epoch`` steps and
     holds about ``max_batch_tokens`` tokens at most, and, without validation, the epochs that make
     about ``steps_without_validation`` steps (and see at most about ``tokens_without_validation``
-    tokens) at a linearly falling rate. Sequences count as the pieces of ``max_sequence_length``
+    tokens) at a linearly falling rate; with validation and ``tokens_with_validation``, the epochs
+    that see about that many tokens at a linearly falling rate, none stopped early. Sequences count as the pieces of ``max_sequence_length``
     tokens that training cuts them into, so a corpus of whole documents is sized by what a step
     reads, not by how many documents it has."""
     changes: dict[str, object] = {}
@@ -77,6 +91,12 @@ def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_
                     "about %s tokens), the learning rate falling linearly to zero", epochs, steps_per_epoch, n_train,
                     train_config.steps_without_validation, _count_or_any(train_config.tokens_without_validation))
         changes.update(max_epoch=epochs, lr_schedule="linear")
+    if has_valid and train_config.early_stop and train_config.tokens_with_validation and n_tokens:
+        epochs = max(1, min(train_config.max_epoch, round(train_config.tokens_with_validation / n_tokens)))
+        logger.info("%d epochs of %d training tokens with validation (about %s tokens), the learning rate falling "
+                    "linearly to zero; the epoch that validates best is kept", epochs, n_tokens,
+                    _count_or_any(train_config.tokens_with_validation))
+        changes.update(max_epoch=epochs, lr_schedule="linear", patience=epochs)
     return replace(train_config, **changes) if changes else train_config
 
 

@@ -65,9 +65,17 @@ class TrainConfig:
     min_validation_sequences: int = option(
         0, "validation data smaller than this joins the training data, which then trains for --max-epoch epochs "
            "without early stopping (default: {default}, off)", metavar="N")
-    """A share held out for early stopping must hold at least this many sequences; with less
-    data, too few to tell epochs apart, the run trains on every sequence for ``max_epoch``
-    epochs instead (0: always hold the share out)."""
+    """A share held out for early stopping must hold at least this many sequences (or
+    ``min_validation_tokens`` tokens); with less data, too few to tell epochs apart, the run
+    trains on every sequence for ``max_epoch`` epochs instead (0: always hold the share out)."""
+    min_validation_tokens: int = option(
+        0, "... unless it holds at least N tokens: a few dozen whole documents can pick an epoch "
+           "(default: {default}, sequences alone decide)", metavar="N")
+    """A validation share with fewer than ``min_validation_sequences`` sequences is kept all the
+    same where it holds at least this many tokens: one whole document (a header, a bibliography,
+    a paper's body) holds dozens to hundreds of fields, so a few dozen of them tell epochs apart
+    where as many dates cannot, and on such corpora the number of epochs that serves differs from
+    one corpus to the next by more than any step or token budget can guess (0: off)."""
     steps_without_validation: int = option(
         0, "without validation data, train for about N optimizer steps (whole epochs, at most --max-epoch) "
            "(default: {default}, --max-epoch epochs)", metavar="N")
@@ -88,6 +96,21 @@ class TrainConfig:
     """With no validation data, the epochs are also capped so that the run sees about this many
     tokens: a step budget fit for a few hundred short sequences would train a corpus of whole
     documents (a few hundred thousand tokens) for hours without gain (0: no cap)."""
+    template_learning_rate: float = option(
+        0.0, "*_TEMPLATE models: Adam rate of the CRF template weights (default: {default}, --learning-rate)",
+        metavar="RATE")
+    """``_TEMPLATE`` architectures: the Adam rate of the template feature weights (0: the common
+    ``learning_rate``). Adam moves each weight by about its rate a step however small its
+    gradient, and the table holds hundreds of thousands of them."""
+    tokens_with_validation: int = option(
+        0, "with validation data, train for the whole epochs that see about N tokens at a rate falling linearly to "
+           "zero, keeping the epoch that validates best (default: {default}, early stopping as --patience says)",
+        metavar="N")
+    """With validation data, train for the whole epochs (at most ``max_epoch``) that see about this
+    many tokens, the rate falling linearly to zero, and keep the epoch that scores best on the
+    validation data, with no early stop: the late epochs at a small rate are where a long run
+    settles, and the kept epoch is the guard where a long run goes past its best (0: early stopping
+    with ``patience``, at ``lr_schedule``)."""
     max_batch_tokens: int = option(
         0, "lower the batch size where needed so that a batch holds about N tokens at most "
            "(default: {default}, off)", metavar="N")
@@ -118,6 +141,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.template_learning_rate < 0:
+            raise ConfigError(f"--template-learning-rate must be >= 0 (0: --learning-rate), got {self.template_learning_rate}")
         if self.learning_rate <= 0:
             raise ConfigError(f"--learning-rate must be > 0, got {self.learning_rate}")
         if self.max_epoch < 1:
@@ -132,10 +157,12 @@ class TrainConfig:
             raise ConfigError(f"--bucket-batches must be >= 1, got {self.bucket_batches}")
         if self.max_sequence_length < 0:
             raise ConfigError(f"--max-sequence-length must be >= 0, got {self.max_sequence_length}")
-        if self.min_validation_sequences < 0 or self.min_steps_per_epoch < 0:
-            raise ConfigError("min_validation_sequences and min_steps_per_epoch must be >= 0 (0: off)")
-        if self.tokens_without_validation < 0 or self.max_batch_tokens < 0:
-            raise ConfigError("tokens_without_validation and max_batch_tokens must be >= 0 (0: off)")
+        if self.min_validation_sequences < 0 or self.min_steps_per_epoch < 0 or self.min_validation_tokens < 0:
+            raise ConfigError("min_validation_sequences, min_validation_tokens and min_steps_per_epoch must be >= 0 "
+                              "(0: off)")
+        if self.tokens_without_validation < 0 or self.max_batch_tokens < 0 or self.tokens_with_validation < 0:
+            raise ConfigError("tokens_without_validation, tokens_with_validation and max_batch_tokens must be >= 0 "
+                              "(0: off)")
         if self.steps_without_validation < 0:
             raise ConfigError(f"steps_without_validation must be >= 0 (0: off), got {self.steps_without_validation}")
         if self.lr_schedule not in LR_SCHEDULES:

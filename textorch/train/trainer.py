@@ -60,9 +60,26 @@ def _linear_fall(step: int, total_steps: int) -> float:
     return max(0.0, 1.0 - step / max(total_steps, 1))
 
 
+def parameter_groups(model: nn.Module, config: TrainConfig) -> list[dict]:
+    """The trainable parameters as optimizer groups: one at ``config.learning_rate``, and one per
+    submodule that names, in its ``rate_option`` attribute, the config field holding a rate of its
+    own, where that field is set (0 or None: the common rate)."""
+    own: dict[int, float] = {}
+    for module in model.modules():
+        rate = getattr(config, getattr(module, "rate_option", ""), None)
+        if rate:
+            own.update({id(p): float(rate) for p in module.parameters() if p.requires_grad})
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if id(p) not in own], "lr": config.learning_rate}]
+    for rate in sorted(set(own.values())):
+        groups.append({"params": [p for p in params if own.get(id(p)) == rate], "lr": rate})
+    return [g for g in groups if g["params"]]
+
+
 def _adam_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
     """Adam over the trainable parameters, with the fastest update kernel they allow."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    groups = parameter_groups(model, config)
+    params = [p for g in groups for p in g["params"]]
     # The fused kernel updates every tensor in one pass, where foreach runs one kernel per
     # operation over the list and the default one per tensor: for these models' many small
     # tensors the per-kernel overhead is most of the update. It takes floating-point tensors on
@@ -70,8 +87,8 @@ def _adam_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
     fused = all(p.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
                 and p.device.type in ("cpu", "cuda") for p in params)
     if fused:
-        return torch.optim.Adam(params, lr=config.learning_rate, fused=True)
-    return torch.optim.Adam(params, lr=config.learning_rate, foreach=True)
+        return torch.optim.Adam(groups, lr=config.learning_rate, fused=True)
+    return torch.optim.Adam(groups, lr=config.learning_rate, foreach=True)
 
 
 class Callback(Protocol):

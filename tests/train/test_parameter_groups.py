@@ -1,0 +1,51 @@
+"""A submodule that names its own rate option trains at that rate, the rest at the common one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from textorch.errors import ConfigError
+from textorch.models.template_emissions import TemplateEmissions
+from textorch.train.config import TrainConfig
+from textorch.train.trainer import adam, parameter_groups
+
+
+def _model() -> nn.Module:
+    return nn.ModuleDict({"encoder": nn.Linear(4, 3), "templates": TemplateEmissions(10, 3)})
+
+
+def test_the_template_table_gets_its_own_rate_where_one_is_set() -> None:
+    model = _model()
+    groups = parameter_groups(model, TrainConfig(learning_rate=1e-3, template_learning_rate=1e-4))
+    assert [g["lr"] for g in groups] == [1e-3, 1e-4]
+    assert groups[1]["params"] == [model["templates"].weight]
+    assert {id(p) for p in groups[0]["params"]} == {id(p) for p in model["encoder"].parameters()}
+    optimizer, _ = adam(model, TrainConfig(learning_rate=1e-3, template_learning_rate=1e-4), 10)
+    assert [g["lr"] for g in optimizer.param_groups] == [1e-3, 1e-4]
+
+
+def test_without_a_rate_of_its_own_every_parameter_shares_one_group() -> None:
+    model = _model()
+    (group,) = parameter_groups(model, TrainConfig(learning_rate=1e-3))
+    assert len(group["params"]) == len(list(model.parameters())) and group["lr"] == 1e-3
+
+
+def test_the_table_moves_ten_times_less_at_a_tenth_of_the_rate() -> None:
+    moved = {}
+    for rate in (1e-3, 1e-4):
+        torch.manual_seed(0)
+        model = _model()
+        optimizer, _ = adam(model, TrainConfig(learning_rate=1e-3, template_learning_rate=rate), 10)
+        rows = torch.tensor([[[1, 2, 3]]])
+        loss = model["templates"](rows).sum() + model["encoder"](torch.ones(4)).sum()
+        loss.backward()
+        optimizer.step()
+        moved[rate] = float(model["templates"].weight.abs().max())
+    assert moved[1e-3] == pytest.approx(1e-3, rel=1e-3) and moved[1e-4] == pytest.approx(1e-4, rel=1e-3)
+
+
+def test_a_negative_template_rate_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--template-learning-rate"):
+        TrainConfig(template_learning_rate=-1.0)
