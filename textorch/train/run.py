@@ -43,6 +43,8 @@ class TrainedModel(Protocol):
 
     def save(self, directory: str | Path, training_run: dict | None = None) -> Path: ...
 
+    def evaluate(self, corpus: Any, *, ctx: DistContext | None = None) -> dict: ...
+
 
 class Split(Protocol):
     """What the run asks of a corpus: its size, where it was read from and its format (logged)."""
@@ -124,7 +126,7 @@ class TrainingRun(ABC, Generic[M, D]):
 
     def score(self, model: M, test: D) -> tuple[dict, dict | None]:
         """``model``'s scores on ``test``, and the folds' summary when they are scored there too."""
-        return model.evaluate(test, ctx=self.ctx), None  # type: ignore[attr-defined]  # both models evaluate so
+        return model.evaluate(test, ctx=self.ctx), None
 
     @abstractmethod
     def export(self, model: M, output: str, valid: D | None, train: D) -> None:
