@@ -183,8 +183,7 @@ class _Stop(Exception):
 def test_the_output_is_checked_once_per_training_call(door: str, tiny_grobid: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Every door (files or corpora, either task) probes the output once, before training."""
-    import textorch.classification.training as cls_training
-    import textorch.tagging.training as seq_training
+    import textorch.train.run as run  # the run of both tasks, where the output is checked
     from textorch.classification.classifier import ClsDataConfig, TextClassifier
     from textorch.classification.training import train_text_classifier
     from textorch.classification.classify_files import read_labelled as read_texts
@@ -192,8 +191,7 @@ def test_the_output_is_checked_once_per_training_call(door: str, tiny_grobid: Pa
     from tiny_classification import write_tiny_csv
 
     probed: list[str] = []
-    for module in (seq_training, cls_training):
-        monkeypatch.setattr(module, "check_writable", lambda output: probed.append(str(output)))
+    monkeypatch.setattr(run, "check_writable", lambda output: probed.append(str(output)))
     for task in (SequenceLabeler, TextClassifier):
         monkeypatch.setattr(task, "build", lambda *a, **k: (_ for _ in ()).throw(_Stop()))
     output = tmp_path / "model"

@@ -360,12 +360,10 @@ def test_a_checkpoint_directory_that_cannot_be_made_is_one_line_and_exit_2(
         command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     """With the output check out of the way (as when a file system turns read-only during the
     run), the first checkpoint cannot create its directory: one line naming it, exit 2."""
-    from textorch.classification import training as cls_runs
-    from textorch.tagging import training as seq_runs
+    from textorch.train import run as runs  # the run of both tasks
 
-    for runs in (seq_runs, cls_runs):
-        monkeypatch.setattr(runs, "check_writable", lambda output: None)
-        monkeypatch.setattr(runs, "training_output", lambda output, ctx=None: contextlib.nullcontext())  # its lock too
+    monkeypatch.setattr(runs, "check_writable", lambda output: None)
+    monkeypatch.setattr(runs, "training_output", lambda output, ctx=None: contextlib.nullcontext())  # its lock too
     model = Path(f"/proc/textorch-test-{command}-x")
     capsys.readouterr()
     assert main(_training_command(command, tmp_path, model)) == 2

@@ -4,7 +4,10 @@
 :func:`train_classifier`, which reads files) and :func:`train_text_classifier` (the Python API:
 files or corpora) end there, with the hold-out rule of both tasks
 (:func:`textorch.data.splits.training_splits`, stratified by label here). Each function takes
-plain values (paths, configs) and returns results; the CLI parses and prints only.
+plain values (paths, configs) and returns results; the CLI parses and prints only. The run itself
+(the output held, checkpoints, a finished run recognised, scoring, recording, saving, the outcome)
+is :class:`textorch.train.run.TrainingRun`'s, as for tagging; :class:`_ClassifierRun` supplies what
+a classifier does its own way.
 
 Training sits above the model: this module builds and loads :class:`TextClassifier` objects and
 gives them back; the class itself knows nothing of it (it fits its members, ``fit``).
@@ -13,7 +16,7 @@ gives them back; the class itself knows nothing of it (it fits its members, ``fi
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,35 +28,39 @@ from textorch.data.cls_readers import ClsCorpus
 from textorch.data.splits import training_splits
 from textorch.errors import ConfigError
 from textorch.eval.cls_metrics import summarize_folds
-from textorch.model_dir import check_writable
 from textorch.onnx.trained_export import export_after_training
 from textorch.train.dist import DistContext, resolve_device
 from textorch.train.fold_spread import spread_folds
 from textorch.train.checkpoint_options import CheckpointOptions
-from textorch.train.output_lock import training_output
-from textorch.train.resume import COMPLETE, RunCheckpoints, describe_run, prepare_run
+from textorch.train.resume import RunCheckpoints, describe_run
+from textorch.train.run import Fitted, RunOutcome, TrainingRun
 
 logger = logging.getLogger(__name__)
 
-@dataclass
-class ClsTrainOutcome:
-    classifier: TextClassifier | None
-    """None only when ``--resume`` found a finished run without ``--output``."""
-    test_scores: dict | None = None
-    """Scores of the model (the ensemble with several folds) on the test data."""
-    fold_scores: list[dict] = field(default_factory=list)
-    """With several folds: each member's scores on the test data, else on its held-out fold."""
-    fold_scores_on: str = ""
-    splits: dict = field(default_factory=dict)
+class ClsTrainOutcome(RunOutcome[TextClassifier]):
+    """What a classifier's training gives back (:class:`textorch.train.run.RunOutcome`): the
+    classifier, its test scores (the ensemble's with several folds), the split sizes and, with
+    several folds, their summary: each member's scores on the test data, else on its held-out fold."""
+
+    @property
+    def classifier(self) -> TextClassifier | None:
+        """The trained (or, for a finished run resumed, saved) model; None only when ``--resume``
+        found a finished run without ``--output``."""
+        return self.model
+
+    @property
+    def fold_scores(self) -> list[dict]:
+        """With several folds: each member's scores (on :attr:`fold_scores_on`); else empty."""
+        return self.folds["scores"] if self.folds is not None else []
+
+    @property
+    def fold_scores_on(self) -> str:
+        return self.folds["scores_on"] if self.folds is not None else ""
 
     def metrics(self) -> dict | None:
-        """The ``--metrics-json`` document: test scores, plus per-fold scores, mean and sd with folds."""
-        if self.test_scores is None:
-            return None
-        document = dict(self.test_scores)
-        if len(self.fold_scores) > 1:
-            document["folds"] = {"scores_on": self.fold_scores_on, "scores": self.fold_scores, **summarize_folds(self.fold_scores)}
-        return document
+        """The ``--metrics-json`` document: test scores, plus per-fold scores, mean and sd with
+        folds; nothing without test scores."""
+        return super().metrics() if self.test_scores is not None else None
 
 
 def train_classifier(
@@ -85,22 +92,23 @@ def train_classifier(
     :mod:`textorch.train.fold_spread`.
     """
     ctx = ctx or DistContext()
-    spread = spread_folds(fold_parallel, model_config.fold_count, ctx.world_size)
-    if output is not None:
-        check_writable(output)
+    steps = _ClassifierRun(output, (model_config, train_config, data_config), hold_out_test, device, cache_dir, ctx,
+                           fold_parallel)
     # Spread members are checkpointed by the process that trains them: not the same run as
     # data-parallel members, so resuming across the two ways is refused.
-    options = {"hold_out_test": hold_out_test, **({"fold_parallel": True} if spread else {})}
-    with training_output(output, ctx):  # one training at a time into one output
-        run = prepare_run(checkpoints, output, lambda: describe_run(
-            TASK, {"model": asdict(model_config), "train": asdict(train_config), "data": asdict(data_config)},
-            {"train": train_path, "valid": valid_path, "test": test_path}, options, ctx.world_size), ctx)
+    options = {"hold_out_test": hold_out_test, **({"fold_parallel": True} if steps.spread else {})}
+
+    def describe() -> dict:
+        return describe_run(TASK, {"model": asdict(model_config), "train": asdict(train_config), "data": asdict(data_config)},
+                            {"train": train_path, "valid": valid_path, "test": test_path}, options, ctx.world_size)
+
+    def read() -> tuple[ClsCorpus, ClsCorpus | None, ClsCorpus | None]:
         train = read_labelled(train_path, data_config)
-        data_config = replace(data_config, format=data_config.format or train.format)
-        valid = read_labelled(valid_path, data_config) if valid_path else None
-        test = read_labelled(test_path, data_config) if test_path else None
-        return _train_checked(train, output, model_config, train_config, data_config, valid, test,
-                              hold_out_test, device, cache_dir, ctx, spread, run)
+        read_as = replace(data_config, format=data_config.format or train.format)
+        return (train, read_labelled(valid_path, read_as) if valid_path else None,
+                read_labelled(test_path, read_as) if test_path else None)
+
+    return steps.from_files(checkpoints, describe, read)  # type: ignore[return-value]  # a ClsTrainOutcome
 
 
 def train_classifier_on(
@@ -120,13 +128,9 @@ def train_classifier_on(
 ) -> ClsTrainOutcome:
     """Split, train (n-fold or not), score the test data, save: :func:`train_classifier` on corpora
     already read. ``run``: the checkpoints of this run, as :func:`train_classifier` prepares them."""
-    ctx = ctx or DistContext()
-    spread = spread_folds(fold_parallel, model_config.fold_count, ctx.world_size)
-    if output is not None:
-        check_writable(output)
-    with training_output(output, ctx):
-        return _train_checked(train, output, model_config, train_config, data_config, valid, test,
-                              hold_out_test, device, cache_dir, ctx, spread, run)
+    steps = _ClassifierRun(output, (model_config, train_config, data_config), hold_out_test, device, cache_dir,
+                           ctx or DistContext(), fold_parallel)
+    return steps.on_corpora(train, valid, test, run)  # type: ignore[return-value]  # a ClsTrainOutcome
 
 
 def train_text_classifier(
@@ -175,80 +179,65 @@ def train_text_classifier(
     return outcome.classifier  # type: ignore[return-value]
 
 
-def _train_checked( train: ClsCorpus, output: str | None, model_config: ClsModelConfig, train_config: TrainConfig,
-    data_config: ClsDataConfig, valid: ClsCorpus | None, test: ClsCorpus | None, hold_out_test: bool, device: str,
-    cache_dir: str | None, ctx: DistContext, spread: bool, run: RunCheckpoints | None,
-) -> ClsTrainOutcome:
-    """:func:`train_classifier_on` once ``output`` was checked, by either door, once."""
-    data_config = replace(data_config, format=data_config.format or train.format)  # saved: how to read its files
-    if valid is not None and model_config.fold_count > 1:
-        raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
-    wants_valid = train_config.early_stop and model_config.fold_count == 1
-    train, valid, test = training_splits(train, valid, test, hold_out_test=hold_out_test, seed=train_config.seed,
-                                         valid_fraction=train_config.valid_fraction if wants_valid else None,
-                                         notes=("held out as test", "held out for validation"))
-    splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
-    logger.info("data: %s (%s) - %d train, %d valid, %d test texts", train.path, train.format, *splits.values())
-    if run is not None and run.status == COMPLETE:
-        return _already_trained(run, test, splits, device, cache_dir, ctx)
-    from textorch.embeddings.for_models import open_for_training
+class _ClassifierRun(TrainingRun[TextClassifier, ClsCorpus]):
+    """What a classifier's run does its own way (:class:`textorch.train.run.TrainingRun` does the
+    rest): splits stratified by label (no validation share with several folds: each member is
+    validated on its own fold), the members fitted (each checkpointed when the run is), and the
+    members scored one by one besides the ensemble."""
 
-    embeddings = open_for_training(data_config.embeddings, cache_dir)
-    classifier = TextClassifier.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
-    if test is not None:
-        classifier.targets(test)  # unknown test labels fail now, not after training
-    reports = classifier.fit(train, valid, train_config, ctx, run.checkpointer if run is not None else None, spread)
-    for report in reports:
-        result = report.training
-        logger.info("member %d: %d epochs in %.1fs, best epoch %d, valid macro-F1 %s", report.fold, len(result.history),
-                    result.train_seconds, result.best_epoch,
-                    "-" if report.valid_scores is None else f"{report.valid_scores['macro']['f1']:.4f}")
-    outcome = ClsTrainOutcome(classifier, splits=splits)
-    if test is not None:
-        outcome.test_scores = classifier.evaluate(test, ctx=ctx)
-    if model_config.fold_count > 1:
+    model_type = TextClassifier
+    outcome_type = ClsTrainOutcome
+    data_line = "data: %s (%s) - %d train, %d valid, %d test texts"
+
+    def __init__(self, output: str | None, configs: tuple[ClsModelConfig, TrainConfig, ClsDataConfig],
+                 hold_out_test: bool, device: str, cache_dir: str | None, ctx: DistContext, fold_parallel: str) -> None:
+        self.model_config, self.train_config, self.data_config = configs
+        self.spread = spread_folds(fold_parallel, self.model_config.fold_count, ctx.world_size)
+        """Whether members are spread over the processes."""
+        super().__init__(output, ctx, device, cache_dir)
+        self.hold_out_test = hold_out_test
+
+    def split(self, train: ClsCorpus, valid: ClsCorpus | None,
+              test: ClsCorpus | None) -> tuple[ClsCorpus, ClsCorpus | None, ClsCorpus | None]:
+        self.data_config = replace(self.data_config, format=self.data_config.format or train.format)  # saved: how to read its files
+        if valid is not None and self.model_config.fold_count > 1:
+            raise ConfigError("--valid cannot be used with --fold-count > 1: each member is validated on its held-out fold")
+        wants_valid = self.train_config.early_stop and self.model_config.fold_count == 1
+        return training_splits(train, valid, test, hold_out_test=self.hold_out_test, seed=self.train_config.seed,
+                               valid_fraction=self.train_config.valid_fraction if wants_valid else None,
+                               notes=("held out as test", "held out for validation"))
+
+    def fit(self, train: ClsCorpus, valid: ClsCorpus | None, test: ClsCorpus | None) -> Fitted[TextClassifier]:
+        from textorch.embeddings.for_models import open_for_training
+
+        embeddings = open_for_training(self.data_config.embeddings, self.cache_dir)
+        classifier = TextClassifier.build(train, self.model_config, self.data_config, embeddings, self.device,
+                                          seed=self.train_config.seed)
         if test is not None:
-            outcome.fold_scores = [classifier.evaluate(test, member=i, ctx=ctx) for i in range(model_config.fold_count)]
-            outcome.fold_scores_on = "test"
-        else:
-            outcome.fold_scores = [r.valid_scores for r in reports]
-            outcome.fold_scores_on = "held-out fold"
-    _record_in_history(classifier, outcome, test)
-    if output is not None and run is not None:
-        run.before_save(ctx)
-    if output is not None and ctx.is_main:
-        classifier.save(output, run.model_record() if run is not None else None)
-        logger.info("model saved to %s", output)
-    export_after_training(classifier, output, ctx, valid, train, train_config.seed)
-    ctx.barrier()
-    if run is not None:
-        run.finish(ctx, outcome.test_scores)
-    return outcome
+            classifier.targets(test)  # unknown test labels fail now, not after training
+        reports = classifier.fit(train, valid, self.train_config, self.ctx,
+                                 self.run.checkpointer if self.run is not None else None, self.spread)
+        for report in reports:
+            result = report.training
+            logger.info("member %d: %d epochs in %.1fs, best epoch %d, valid macro-F1 %s", report.fold,
+                        len(result.history), result.train_seconds, result.best_epoch,
+                        "-" if report.valid_scores is None else f"{report.valid_scores['macro']['f1']:.4f}")
+        if self.model_config.fold_count > 1 and test is None:  # with test data, the members are scored there
+            return Fitted(classifier, folds=_fold_summary([r.valid_scores for r in reports], "held-out fold"))
+        return Fitted(classifier)
+
+    def score(self, model: TextClassifier, test: ClsCorpus) -> tuple[dict, dict | None]:
+        """The ensemble's scores, and with several folds each member's."""
+        scores = model.evaluate(test, ctx=self.ctx)
+        count = model.model_config.fold_count
+        if count <= 1:
+            return scores, None
+        return scores, _fold_summary([model.evaluate(test, member=i, ctx=self.ctx) for i in range(count)], "test")
+
+    def export(self, model: TextClassifier, output: str, valid: ClsCorpus | None, train: ClsCorpus) -> None:
+        export_after_training(model, output, self.ctx, valid, train, self.train_config.seed)
 
 
-def _already_trained(run: RunCheckpoints, test: ClsCorpus | None, splits: dict, device: str, cache_dir: str | None,
-                     ctx: DistContext) -> ClsTrainOutcome:
-    """``--resume`` of a finished run: its saved model, scored again on the test data, or, without
-    ``--output``, the test scores it recorded."""
-    classifier = run.finished_model(lambda directory: TextClassifier.load(directory, device=device, cache_dir=cache_dir))
-    if classifier is None:
-        return ClsTrainOutcome(None, run.record.get("test_scores"), splits=splits)
-    outcome = ClsTrainOutcome(classifier, splits=splits)
-    if test is not None:
-        outcome.test_scores = classifier.evaluate(test, ctx=ctx)
-        if classifier.model_config.fold_count > 1:
-            outcome.fold_scores = [classifier.evaluate(test, member=i, ctx=ctx) for i in range(classifier.model_config.fold_count)]
-            outcome.fold_scores_on = "test"
-    return outcome
-
-
-def _record_in_history(classifier: TextClassifier, outcome: ClsTrainOutcome, test: ClsCorpus | None) -> None:
-    """Test scores and the n-fold summary go into history.json beside the per-epoch records."""
-    history = classifier.history
-    if history is None:
-        return
-    if outcome.test_scores is not None and test is not None:
-        history.final_scores, history.final_scores_on = outcome.test_scores, str(test.path)
-    if len(outcome.fold_scores) > 1:
-        history.folds = {"scores_on": outcome.fold_scores_on, "scores": outcome.fold_scores,
-                         **summarize_folds(outcome.fold_scores)}
+def _fold_summary(scores: list[dict], on: str) -> dict:
+    """The folds' record: what the members were scored on, their scores, mean and sd."""
+    return {"scores_on": on, "scores": scores, **summarize_folds(scores)}

@@ -6,7 +6,9 @@ facade, :func:`train_sequence_labeler` (the Python API: files or corpora), n-fol
 ``--incremental`` all end there, so the splits (:func:`textorch.data.splits.training_splits`:
 same fractions, same seeds), the logging and the saving are the same whatever the door:
 ``grobid date train-eval`` and ``seq train-eval`` on the same file train and test on the same
-sequences.
+sequences. The run itself (the output held, checkpoints, a finished run recognised, scoring,
+recording, saving, the outcome) is :class:`textorch.train.run.TrainingRun`'s, as for
+classification; :class:`_TaggerRun` supplies what a tagger does its own way.
 
 Training sits above the model: this module builds and loads :class:`SequenceLabeler` objects
 and gives them back; the class itself knows nothing of it (it fits one network, ``fit``).
@@ -15,14 +17,13 @@ and gives them back; the class itself knows nothing of it (it fits one network, 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from textorch.tagging.config import TASK, DataConfig, ModelConfig, TrainConfig, named_feature_columns, to_dict
-from textorch.tagging.folds import FoldsResult, train_folds
+from textorch.tagging.folds import train_folds
 from textorch.tagging.incremental import prepare_incremental
 from textorch.tagging.labeler import SequenceLabeler
 from textorch.tagging.training_data import fitted_to_data, split_for_training
@@ -30,7 +31,6 @@ from textorch.data.corpus import Corpus
 from textorch.data.checked_read import read_validated
 from textorch.data.features import require_feature_columns_of
 from textorch.errors import ConfigError, DataError, ModelFormatError
-from textorch.model_dir import check_writable
 from textorch.onnx.trained_export import export_after_training
 from textorch.tagging.inputs import as_corpus
 from textorch.tagging.learned_check import learned_nothing, nothing_to_learn
@@ -38,32 +38,23 @@ from textorch.train.config import sort_options
 from textorch.train.dist import DistContext, resolve_device
 from textorch.train.fold_spread import spread_folds
 from textorch.train.checkpoint_options import CheckpointOptions
-from textorch.train.output_lock import training_output
-from textorch.train.resume import COMPLETE, RunCheckpoints, describe_run, prepare_run
-from textorch.train.history import read_history, record_final_scores
+from textorch.train.resume import RunCheckpoints, describe_run
+from textorch.train.history import read_history
+from textorch.train.run import Fitted, RunOutcome, TrainingRun
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class TrainOutcome:
-    """What a training run gives back: the model, its test scores, the split sizes, the n-fold summary."""
+class TrainOutcome(RunOutcome[SequenceLabeler]):
+    """What a tagger's training gives back (:class:`textorch.train.run.RunOutcome`): the labeler,
+    its test scores, the split sizes and, with n folds, their summary (per-fold scores, mean and
+    sd per label, the index of the kept fold)."""
 
-    labeler: SequenceLabeler | None
-    """None only when ``--resume`` found a finished run without ``--output``."""
-    test_scores: dict | None = None
-    splits: dict = field(default_factory=dict)
-    folds: dict | None = None
-    """n-fold training: per-fold scores, mean and sd per label, the index of the kept fold."""
-
-    def metrics(self) -> dict | None:
-        """The ``--metrics-json`` document: the saved model's test scores, plus the n-fold summary."""
-        if self.test_scores is None and self.folds is None:
-            return None
-        document = dict(self.test_scores or {})
-        if self.folds is not None:
-            document["folds"] = self.folds
-        return document
+    @property
+    def labeler(self) -> SequenceLabeler | None:
+        """The trained (or, for a finished run resumed, saved) model; None only when ``--resume``
+        found a finished run without ``--output``."""
+        return self.model
 
 
 def train_tagger(
@@ -98,23 +89,23 @@ def train_tagger(
     calls this with the same arguments: all read the data and split it identically, train
     their shards, score the test set together; only rank 0 writes the model.
     """
-    if output is not None:
-        check_writable(output)  # before reading the files: a bad output fails first
     if checkpoints is not None and (fold_count != 1 or input_model):
         raise ConfigError("checkpoints are not available with --fold-count/--incremental yet")
     ctx = ctx or DistContext()
-    with training_output(output, ctx):  # one training at a time into one output
-        run = prepare_run(checkpoints, output, lambda: describe_run(
-            TASK, {"model": to_dict(model_config), "train": to_dict(train_config), "data": to_dict(data_config)},
-            {"train": train_path, "valid": valid_path, "test": test_path},
-            {"hold_out_test": hold_out_test, "skip_bad_sequences": skip_bad_sequences}, ctx.world_size), ctx)
-        train, valid, test = read_validated(train_path, valid_path, test_path, data_config.format,
-                                            train_config.max_sequence_length, skip_bad_sequences)
-        train, valid, test = require_feature_columns_of((train, valid, test),
-                                                        named_feature_columns(model_config, data_config), skip_bad_sequences)
-        spread = _mode_options(fold_count, input_model, fold_parallel, ctx)
-        return _train_checked(train, output, model_config, train_config, data_config, valid, test,
-                              hold_out_test, fold_count, input_model, device, cache_dir, ctx, spread, run)
+    steps = _TaggerRun(output, (model_config, train_config, data_config), hold_out_test, fold_count, input_model,
+                       device, cache_dir, ctx, fold_parallel)
+
+    def describe() -> dict:
+        return describe_run(TASK, {"model": to_dict(model_config), "train": to_dict(train_config), "data": to_dict(data_config)},
+                            {"train": train_path, "valid": valid_path, "test": test_path},
+                            {"hold_out_test": hold_out_test, "skip_bad_sequences": skip_bad_sequences}, ctx.world_size)
+
+    def read() -> tuple[Corpus, Corpus | None, Corpus | None]:
+        corpora = read_validated(train_path, valid_path, test_path, data_config.format,
+                                 train_config.max_sequence_length, skip_bad_sequences)
+        return require_feature_columns_of(corpora, named_feature_columns(model_config, data_config), skip_bad_sequences)
+
+    return steps.from_files(checkpoints, describe, read)  # type: ignore[return-value]  # a TrainOutcome
 
 
 def train_corpora(
@@ -146,13 +137,9 @@ def train_corpora(
     side by side rather than each fold together, see :mod:`textorch.train.fold_spread`.
     ``run``: the checkpoints of this run, as :func:`train_tagger` prepares them.
     """
-    ctx = ctx or DistContext()
-    spread = _mode_options(fold_count, input_model, fold_parallel, ctx)
-    if output is not None:
-        check_writable(output)
-    with training_output(output, ctx):
-        return _train_checked(train, output, model_config, train_config, data_config, valid, test,
-                              hold_out_test, fold_count, input_model, device, cache_dir, ctx, spread, run)
+    steps = _TaggerRun(output, (model_config, train_config, data_config), hold_out_test, fold_count, input_model,
+                       device, cache_dir, ctx or DistContext(), fold_parallel)
+    return steps.on_corpora(train, valid, test, run)  # type: ignore[return-value]  # a TrainOutcome
 
 
 def train_sequence_labeler(
@@ -202,110 +189,81 @@ def train_sequence_labeler(
     return outcome.labeler  # type: ignore[return-value]  # a new run always has its model
 
 
-def _mode_options(fold_count: int, input_model: str | None, fold_parallel: str, ctx: DistContext) -> bool:
-    """The training mode's options checked; whether folds are spread over the processes."""
-    if fold_count < 1:
-        raise ConfigError(f"--fold-count must be >= 1, got {fold_count}")
-    spread = spread_folds(fold_parallel, fold_count, ctx.world_size)
-    if input_model and fold_count > 1:
-        raise ConfigError("--incremental and --fold-count > 1 cannot be combined")
-    return spread
+class _TaggerRun(TrainingRun[SequenceLabeler, Corpus]):
+    """What a tagger's run does its own way (:class:`textorch.train.run.TrainingRun` does the rest):
+    the hold-out splits and the training options fitted to them, and one of three modes: continued
+    training (``input_model``), n folds, or one new model, checkpointed when the run is."""
 
+    model_type = SequenceLabeler
+    outcome_type = TrainOutcome
+    data_line = "data: %s (%s) — %d train, %d valid, %d test sequences"
 
-def _train_checked( train: Corpus, output: str | None, model_config: ModelConfig, train_config: TrainConfig, data_config: DataConfig,
-    valid: Corpus | None, test: Corpus | None, hold_out_test: bool, fold_count: int, input_model: str | None,
-    device: torch.device | str, cache_dir: str | None, ctx: DistContext, spread: bool, run: RunCheckpoints | None,
-) -> TrainOutcome:
-    """:func:`train_corpora` once its options and ``output`` were checked (by either door, once):
-    split, then one of four modes (a finished run resumed, continued training, n folds, one
-    model), then score the test data and save."""
-    if ctx.is_main and (problem := nothing_to_learn(train)):
-        logger.warning("%s", problem)
-    train, valid, test = split_for_training(train, valid, test, hold_out_test, train_config, fold_count)
-    train_config = fitted_to_data(train_config, [len(s) for s in train.sequences], valid is not None or fold_count > 1)
-    splits = {"train": len(train), "valid": len(valid) if valid else 0, "test": len(test) if test else 0}
-    logger.info("data: %s (%s) — %d train, %d valid, %d test sequences", train.path, train.format, *splits.values())
-    if run is not None and run.status == COMPLETE:
-        return _already_trained(run, test, splits, device, cache_dir, ctx)
-    early_stop_on = valid if train_config.early_stop else None
-    folds = None
-    if input_model:
-        labeler = _train_incremental(input_model, train, early_stop_on, train_config, device, cache_dir, ctx)
-    elif fold_count > 1:
-        folds = _train_folds(train, test, model_config, train_config, data_config, fold_count, device, cache_dir,
-                             ctx, spread)
-        labeler = folds.labeler
-    else:
-        labeler = _train_one(train, early_stop_on, model_config, train_config, data_config, device, cache_dir, ctx, run)
-    outcome = TrainOutcome(labeler, splits=splits, folds=folds.summary() if folds else None)
-    if test is not None:
-        outcome.test_scores = folds.test_scores[folds.kept] if folds else labeler.evaluate(test, ctx=ctx)
-        record_final_scores(labeler.history, outcome.test_scores, str(test.path))
-    _save(labeler, output, run, ctx, (valid, train, train_config.seed))
-    if run is not None:
-        run.finish(ctx, outcome.test_scores)
-    return outcome
+    def __init__(self, output: str | None, configs: tuple[ModelConfig, TrainConfig, DataConfig], hold_out_test: bool,
+                 fold_count: int, input_model: str | None, device: torch.device | str, cache_dir: str | None,
+                 ctx: DistContext, fold_parallel: str) -> None:
+        if fold_count < 1:
+            raise ConfigError(f"--fold-count must be >= 1, got {fold_count}")
+        self.spread = spread_folds(fold_parallel, fold_count, ctx.world_size)
+        """Whether folds are spread over the processes."""
+        if input_model and fold_count > 1:
+            raise ConfigError("--incremental and --fold-count > 1 cannot be combined")
+        super().__init__(output, ctx, device, cache_dir)
+        self.model_config, self.train_config, self.data_config = configs
+        self.hold_out_test, self.fold_count, self.input_model = hold_out_test, fold_count, input_model
 
+    def split(self, train: Corpus, valid: Corpus | None, test: Corpus | None) -> tuple[Corpus, Corpus | None, Corpus | None]:
+        if self.ctx.is_main and (problem := nothing_to_learn(train)):
+            logger.warning("%s", problem)
+        train, valid, test = split_for_training(train, valid, test, self.hold_out_test, self.train_config, self.fold_count)
+        self.train_config = fitted_to_data(self.train_config, [len(s) for s in train.sequences],
+                                           valid is not None or self.fold_count > 1)
+        return train, valid, test
 
-def _train_one(train: Corpus, valid: Corpus | None, model_config: ModelConfig, train_config: TrainConfig,
-               data_config: DataConfig, device: torch.device | str, cache_dir: str | None, ctx: DistContext,
-               run: RunCheckpoints | None) -> SequenceLabeler:
-    """One new model, checkpointed when ``run`` says so."""
-    embeddings = _embeddings(data_config, cache_dir, ctx)
-    labeler = SequenceLabeler.build(train, model_config, data_config, embeddings, device, seed=train_config.seed)
-    labeler.fit(train, valid, train_config, ctx=ctx, checkpoints=run.checkpointer() if run is not None else None)
-    _log_training(labeler)
-    _warn_if_nothing_learned(labeler, train)
-    return labeler
+    def fit(self, train: Corpus, valid: Corpus | None, test: Corpus | None) -> Fitted[SequenceLabeler]:
+        early_stop_on = valid if self.train_config.early_stop else None
+        if self.input_model:
+            return Fitted(self._incremental(self.input_model, train, early_stop_on))
+        if self.fold_count > 1:
+            folds = train_folds(train, test, self.model_config, self.train_config, self.data_config, self.fold_count,
+                                self._embeddings(), self.device, self.ctx, self.spread)
+            return Fitted(folds.labeler, folds.test_scores[folds.kept] if test is not None else None, folds.summary())
+        return Fitted(self._one(train, early_stop_on))
 
+    def export(self, model: SequenceLabeler, output: str, valid: Corpus | None, train: Corpus) -> None:
+        export_after_training(model, output, self.ctx, valid, train, self.train_config.seed)
 
-def _train_folds(train: Corpus, test: Corpus | None, model_config: ModelConfig, train_config: TrainConfig,
-                 data_config: DataConfig, fold_count: int, device: torch.device | str, cache_dir: str | None,
-                 ctx: DistContext, spread: bool) -> FoldsResult:
-    """``fold_count`` models, each validated on its own fold (:mod:`textorch.tagging.folds`)."""
-    embeddings = _embeddings(data_config, cache_dir, ctx)
-    return train_folds(train, test, model_config, train_config, data_config, fold_count, embeddings, device, ctx, spread)
+    def _one(self, train: Corpus, valid: Corpus | None) -> SequenceLabeler:
+        """One new model, checkpointed when the run is."""
+        labeler = SequenceLabeler.build(train, self.model_config, self.data_config, self._embeddings(), self.device,
+                                        seed=self.train_config.seed)
+        labeler.fit(train, valid, self.train_config, ctx=self.ctx,
+                    checkpoints=self.run.checkpointer() if self.run is not None else None)
+        _log_training(labeler)
+        _warn_if_nothing_learned(labeler, train)
+        return labeler
 
+    def _incremental(self, input_model: str, train: Corpus, valid: Corpus | None) -> SequenceLabeler:
+        """The saved model trained further on ``train``; its history goes on with one more run."""
+        labeler, previous = _continue_from(input_model, train, self.device, self.cache_dir, self.train_config.seed)
+        labeler.fit(train, valid, self.train_config, ctx=self.ctx)
+        _warn_if_nothing_learned(labeler, train)
+        if labeler.history is not None:
+            last = labeler.history.runs[-1]
+            last.name, last.continues = "incremental", True
+            labeler.history.runs = [*previous, last]
+        return labeler
 
-def _train_incremental(input_model: str, train: Corpus, valid: Corpus | None, train_config: TrainConfig,
-                       device: torch.device | str, cache_dir: str | None, ctx: DistContext) -> SequenceLabeler:
-    """The saved model trained further on ``train``; its history goes on with one more run."""
-    labeler, previous = _continue_from(input_model, train, device, cache_dir, train_config.seed)
-    labeler.fit(train, valid, train_config, ctx=ctx)
-    _warn_if_nothing_learned(labeler, train)
-    if labeler.history is not None:
-        last = labeler.history.runs[-1]
-        last.name, last.continues = "incremental", True
-        labeler.history.runs = [*previous, last]
-    return labeler
+    def _embeddings(self):
+        """The word vectors of a new model; one process per machine builds their cache."""
+        from textorch.embeddings.for_models import open_for_training
+
+        with self.ctx.local_main_first():
+            return open_for_training(self.data_config.embeddings, self.cache_dir)
 
 
 def _warn_if_nothing_learned(labeler: SequenceLabeler, train: Corpus) -> None:
     if problem := learned_nothing(labeler, train):
         logger.warning("%s", problem)
-
-
-def _embeddings(data_config: DataConfig, cache_dir: str | None, ctx: DistContext):
-    """The word vectors of a new model; one process per machine builds their cache."""
-    from textorch.embeddings.for_models import open_for_training
-
-    with ctx.local_main_first():
-        return open_for_training(data_config.embeddings, cache_dir)
-
-
-def _save(labeler: SequenceLabeler, output: str | None, run: RunCheckpoints | None, ctx: DistContext,
-          check_data: tuple[Corpus | None, Corpus, int]) -> None:
-    """Rank 0 writes the model, then its ONNX export (checked on ``check_data``: validation
-    corpus, training corpus, seed); every process waits until both are there."""
-    if output is None:
-        return
-    if run is not None:
-        run.before_save(ctx)
-    if ctx.is_main:
-        labeler.save(output, run.model_record() if run is not None else None)
-        logger.info("model saved to %s", output)
-    export_after_training(labeler, output, ctx, *check_data)
-    ctx.barrier()  # nobody may read the model directory before rank 0 has written it
 
 
 def _log_training(labeler: SequenceLabeler) -> None:
@@ -316,17 +274,6 @@ def _log_training(labeler: SequenceLabeler) -> None:
         "trained %d epochs in %.1fs (%.0f tokens/s), best epoch %d",
         len(result.history), result.train_seconds, result.tokens_per_s, result.best_epoch,
     )
-
-
-def _already_trained(run: RunCheckpoints, test: Corpus | None, splits: dict, device: str | torch.device,
-                     cache_dir: str | None, ctx: DistContext) -> TrainOutcome:
-    """``--resume`` of a run that had finished: its model (scored again on the test data when it
-    was saved) or, without ``--output``, the test scores it recorded."""
-    labeler = run.finished_model(lambda directory: SequenceLabeler.load(directory, device=device, cache_dir=cache_dir))
-    if labeler is None:
-        return TrainOutcome(None, run.record.get("test_scores"), splits)
-    scores = labeler.evaluate(test, ctx=ctx) if test is not None else None
-    return TrainOutcome(labeler, scores, splits)
 
 
 def _continue_from(input_model: str, train: Corpus, device: torch.device | str, cache_dir: str | None,
