@@ -79,9 +79,12 @@ def test_with_validation_a_token_budget_sets_an_annealed_run_that_never_stops_ea
     assert (fitted.max_epoch, fitted.lr_schedule, fitted.patience, fitted.early_stop) == (1, "linear", 1, True)
     fitted = fitted_to_data(replace(config, tokens_with_validation=300_000), [400] * 50, True)
     assert (fitted.max_epoch, fitted.lr_schedule, fitted.patience) == (15, "linear", 15)
+    assert fitted.template_learning_rate == pytest.approx(config.learning_rate / 10)  # the long run's table rate
+    given = fitted_to_data(replace(config, tokens_with_validation=300_000, template_learning_rate=5e-4), [400] * 50, True)
+    assert given.template_learning_rate == 5e-4
     assert fitted_to_data(replace(config, tokens_with_validation=10_000_000), [400] * 50, True).max_epoch == 60
     unchanged = fitted_to_data(config, [400] * 50, False)  # without validation the budget does not apply
-    assert (unchanged.lr_schedule, unchanged.max_epoch) == ("constant", 60)
+    assert (unchanged.lr_schedule, unchanged.max_epoch, unchanged.template_learning_rate) == ("constant", 60, 0.0)
     off = replace(config, tokens_with_validation=0)
     assert fitted_to_data(off, [400] * 50, True) == off
 

@@ -47,6 +47,11 @@ def split_for_training(
     return train, valid, test
 
 
+LONG_RUN_TEMPLATE_RATE = 0.1
+"""The template table's rate, as a share of the common one, in a run of ``tokens_with_validation``
+where no ``template_learning_rate`` is given."""
+
+
 def too_small_to_validate(valid: Corpus, train_config: TrainConfig) -> bool:
     """Whether ``valid`` is too small to pick an epoch: fewer sequences than
     ``min_validation_sequences`` and, where ``min_validation_tokens`` is set, fewer tokens too
@@ -64,7 +69,8 @@ def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_
     holds about ``max_batch_tokens`` tokens at most, and, without validation, the epochs that make
     about ``steps_without_validation`` steps (and see at most about ``tokens_without_validation``
     tokens) at a linearly falling rate; with validation and ``tokens_with_validation``, the epochs
-    that see about that many tokens at a linearly falling rate, none stopped early. Sequences count as the pieces of ``max_sequence_length``
+    that see about that many tokens at a linearly falling rate, none stopped early, the CRF
+    template table at a tenth of the rate unless ``template_learning_rate`` is set. Sequences count as the pieces of ``max_sequence_length``
     tokens that training cuts them into, so a corpus of whole documents is sized by what a step
     reads, not by how many documents it has."""
     changes: dict[str, object] = {}
@@ -97,6 +103,10 @@ def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_
                     "linearly to zero; the epoch that validates best is kept", epochs, n_tokens,
                     _count_or_any(train_config.tokens_with_validation))
         changes.update(max_epoch=epochs, lr_schedule="linear", patience=epochs)
+        if not train_config.template_learning_rate:
+            # Over such a long run Adam drifts the template table's weights once their gradients
+            # fade; at a tenth of the rate they hold (docs/performance.md, "GROBID's big models").
+            changes["template_learning_rate"] = train_config.learning_rate * LONG_RUN_TEMPLATE_RATE
     return replace(train_config, **changes) if changes else train_config
 
 

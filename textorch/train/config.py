@@ -104,7 +104,8 @@ class TrainConfig:
     gradient, and the table holds hundreds of thousands of them."""
     tokens_with_validation: int = option(
         0, "with validation data, train for the whole epochs that see about N tokens at a rate falling linearly to "
-           "zero, keeping the epoch that validates best (default: {default}, early stopping as --patience says)",
+           "zero, keeping the epoch that validates best, the CRF template table at a tenth of the rate unless "
+           "--template-learning-rate is given (default: {default}, early stopping as --patience says)",
         metavar="N")
     """With validation data, train for the whole epochs (at most ``max_epoch``) that see about this
     many tokens, the rate falling linearly to zero, and keep the epoch that scores best on the
