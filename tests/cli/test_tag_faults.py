@@ -326,9 +326,9 @@ def test_sigterm_stops_tagging_as_ctrl_c_does(model: Path, tmp_path: Path, input
     temporary file left beside the output)."""
     if input_format == "text":
         data = tmp_path / "big.txt"
-        sent = [line.split() for line in _big_text(data, 60_000)]
+        sent = [line.split() for line in _big_text(data, 240_000)]  # enough that no run ends before its signal
     else:
-        data = write_tiny_grobid(tmp_path / "big.grobid", 12_000)
+        data = write_tiny_grobid(tmp_path / "big.grobid", 48_000)
         sent = [[row.split()[0] for row in block.splitlines() if row.strip()]
                 for block in data.read_text().split("\n\n") if block.strip()]
     seen = {}
