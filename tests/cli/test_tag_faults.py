@@ -37,6 +37,14 @@ def _cap_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
 
+def _signals_as_a_terminal_gives_them() -> None:
+    """The memory cap, and SIGINT at its default: a test run started in the background (``make
+    test &``, ``nohup``) inherits SIGINT ignored, and Python then installs no Ctrl-C handler in
+    the child, which would tag on through the signal the test sends."""
+    _cap_memory()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _textorch(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """``textorch ARGV`` in a child process, its memory capped, killed after ``timeout`` seconds."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -287,7 +295,7 @@ def _stopped_run(model: Path, data: Path, input_format: str, out: Path, signum: 
     command = [sys.executable, "-m", "textorch.cli.main", "seq", "tag", "--model", str(model), "--input", str(data),
                "--input-format", input_format, "--output", str(out), "--device", "cpu", "--chunk-sequences", "200"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                               preexec_fn=_cap_memory)
+                               preexec_fn=_signals_as_a_terminal_gives_them)
     try:
         deadline = time.monotonic() + 120
         while not _written(out, 1 << 16):
