@@ -62,7 +62,7 @@ def test_stacked_ids_equal_the_ids_of_each_column() -> None:
 
 
 def test_switched_off_the_numpy_route_computes_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(template_kernel.SWITCH_ENV, "1")
+    monkeypatch.setenv(template_kernel.DISABLE_ENV, "1")
     template_kernel.rows_kernel.cache_clear()
     try:
         assert template_kernel.rows_kernel() is None

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from textorch.runtime.numba_kernels import DISABLE_ENV, compile_kernel
+
 logger = logging.getLogger(__name__)
 
-SWITCH_ENV = "TEXTORCH_DISABLE_NUMBA"
 """Set to 1 and no Numba kernel runs (the NumPy routes give the same results)."""
 
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # the hashing of template_features._mixed, kept equal (tested)
@@ -84,27 +83,15 @@ def _fill(ids, lengths, first_cell, cell_offset, cell_column, cell_stride, looku
 def rows_kernel() -> Callable | None:
     """:func:`_fill` compiled (or read from Numba's cache) and tried once on a tiny call, so
     that a failure shows here; None: Numba missing, failing, or switched off."""
-    if os.environ.get(SWITCH_ENV, "").strip() not in ("", "0"):
-        return None
-    try:
-        import numba
-    except ImportError:
-        return None
-    try:
-        try:
-            kernel = numba.njit(cache=True, nogil=True)(_fill)
-        except RuntimeError:  # no writable cache location: compiled in every process
-            kernel = numba.njit(nogil=True)(_fill)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a cache that cannot be written warns
-            TemplateProgram([[(0, 0)]], {0: (0, [1])}, [np.uint64(1)], np.array([2]), 0,
-                            np.zeros(2, dtype=np.int32)).rows(kernel, np.ones((1, 1), dtype=np.int64),
-                                                              np.ones(1, dtype=np.int64), np.zeros(0, dtype=np.uint64),
-                                                              np.int32)
-    except Exception as error:  # noqa: BLE001 - any Numba failure leaves the NumPy route
-        logger.warning("numba could not compile the template rows (%s): NumPy computes them", error)
-        return None
-    return kernel
+    return compile_kernel(_fill, _try, "the template rows")
+
+
+def _try(kernel: Callable) -> None:
+    """One tiny call of ``kernel``, so that a failure shows at compile time."""
+    TemplateProgram([[(0, 0)]], {0: (0, [1])}, [np.uint64(1)], np.array([2]), 0,
+                    np.zeros(2, dtype=np.int32)).rows(kernel, np.ones((1, 1), dtype=np.int64),
+                                                      np.ones(1, dtype=np.int64), np.zeros(0, dtype=np.uint64),
+                                                      np.int32)
 
 
 @dataclass(init=False)

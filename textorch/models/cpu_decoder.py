@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import warnings
 from collections.abc import Callable
 
 import numpy as np
 
+from textorch.runtime.numba_kernels import DISABLE_ENV, compile_kernel
+
 logger = logging.getLogger(__name__)
 
-DISABLE_ENV = "TEXTORCH_DISABLE_NUMBA"
 """Set to 1 to decode with the NumPy recursions alone (to keep Numba's memory; a broken Numba install)."""
 
 UNDERFLOW = 1e-200
@@ -162,25 +161,7 @@ def compiled_decoder() -> Callable | None:
     """:func:`_decode_rows` compiled by Numba, or None (the NumPy recursions decode instead): Numba
     missing or failing, or ``TEXTORCH_DISABLE_NUMBA`` set. Compiled (or loaded from Numba's cache)
     and tried on a tiny input once per process, so that any failure shows here, not mid-call."""
-    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
-        return None
-    try:
-        import numba
-    except ImportError:
-        logger.info("numba is not installed: the CRF decodes with NumPy (slower)")
-        return None
-    try:
-        try:
-            kernel = numba.njit(cache=True, nogil=True)(_decode_rows)
-        except RuntimeError:  # no writable cache location: compile in every process
-            kernel = numba.njit(nogil=True)(_decode_rows)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # cache write failures are Numba warnings
-            _try(kernel)
-    except Exception as error:  # noqa: BLE001 - any Numba failure leaves the NumPy recursions
-        logger.warning("numba could not compile the CRF decoder (%s); decoding with NumPy", error)
-        return None
-    return kernel
+    return compile_kernel(_decode_rows, _try, "the CRF decoder")
 
 
 def preload() -> bool:
