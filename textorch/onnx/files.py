@@ -212,19 +212,10 @@ def _quantize(source: Path, target: Path, like: Path | None = None) -> None:
     other, numbered by the exporter as it goes). A tagger's
     ``model.onnx`` then keeps its character encoder in float, as the split route runs it
     (``char-encoder.onnx`` in float, once per distinct token, then the int8 network)."""
-    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = onnx.load(str(source))
-    _constants_as_initializers(model.graph)
-    excluded = None
-    if like is not None:
-        other = onnx.load(str(like))
-        _constants_as_initializers(other.graph)
-        shared = set(_node_keys(other.graph).values())
-        excluded = [name for name, key in _node_keys(model.graph).items() if key not in shared]
     prepared = target.with_name(target.name + ".float")
-    onnx.save(model, str(prepared))
+    excluded = _prepared_for_quantizing(source, prepared, like)
     advice = _DropAdvice()
     root = logging.getLogger()
     root.addFilter(advice)
@@ -234,6 +225,25 @@ def _quantize(source: Path, target: Path, like: Path | None = None) -> None:
     finally:
         root.removeFilter(advice)
         prepared.unlink(missing_ok=True)
+
+
+def _prepared_for_quantizing(source: Path, prepared: Path, like: Path | None) -> list[str] | None:
+    """Write ``source`` with its constants as initializers to ``prepared``; returns the nodes to
+    leave in float (see :func:`_quantize`'s ``like``). Its own function so that the graphs it
+    loads are freed before the quantiser loads ``prepared`` again: with a large CRF feature
+    table, two copies of the graph at once would set the peak memory of the whole training run."""
+    import onnx
+
+    model = onnx.load(str(source))
+    _constants_as_initializers(model.graph)
+    excluded = None
+    if like is not None:
+        other = onnx.load(str(like))
+        _constants_as_initializers(other.graph)
+        shared = set(_node_keys(other.graph).values())
+        excluded = [name for name, key in _node_keys(model.graph).items() if key not in shared]
+    onnx.save(model, str(prepared))
+    return excluded
 
 
 def _node_keys(graph: object) -> dict[str, tuple]:

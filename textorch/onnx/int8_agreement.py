@@ -79,6 +79,7 @@ def _tagger_numbers(labeler, directory: Path, valid, train, seed: int, threads: 
                              len, MAX_TOKENS, seed)
     outputs = []
     for name in (ONNX_FILE, QUANTIZED_FILE):
+        labeler.runner = None  # one session at a time: each holds a copy of the weights
         labeler.runner = OnnxRunner(directory / name, labeler.model.head, threads)
         outputs.append([p.labels for p in labeler.predict(sequences, with_scores=False)])
     float_labels, int8_labels = outputs
@@ -99,6 +100,7 @@ def _classifier_numbers(classifier, directory: Path, valid, train, seed: int, th
     texts = [e.text for e in examples]
     outputs, f1 = [], []
     for name in (ONNX_FILE, QUANTIZED_FILE):
+        classifier.runner = None  # one session at a time: each holds a copy of the weights
         classifier.runner = OnnxClassifierRunner(directory / name, threads)
         outputs.append([sorted(p.labels) for p in classifier.predict(texts)])
         f1.append(100 * classifier.evaluate(corpus)["macro"]["f1"])

@@ -197,6 +197,9 @@ class Trainer:
             self._judge_validation(progress)
         if progress.best_state is not None:
             self.model.load_state_dict(progress.best_state)
+        # The last step's gradients are of no use to a trained model and weigh as much as its
+        # weights: freed here, they are not held through the export and tagging that follow.
+        self.model.zero_grad(set_to_none=True)
         self.train_model = self.model  # drop the DDP wrapper: saving and inference use the plain module
         result.train_seconds = progress.elapsed_s + time.perf_counter() - start
         result.tokens_per_s = progress.total_tokens / max(sum(r.seconds for r in result.history), 1e-9)
