@@ -27,7 +27,7 @@ where this package cannot be imported)."""
 
 
 def allocator_env() -> dict[str, str]:
-    """glibc's allocator settings for every process of both systems, as environment variables.
+    """glibc's allocator settings for every tagging process of both systems, as environment variables.
 
     textorch's command line sets glibc's mmap and trim thresholds with ``mallopt`` when asked
     (``--tune-allocator``, :mod:`textorch.runtime.malloc_tuning`); DeLFT leaves them at glibc's defaults. Set in
@@ -87,13 +87,16 @@ class Runner:
                     *args]
         return [sys.executable, str(PEERS_DIR / "textorch_runner.py"), "--cache-dir", str(self.cache), *self.threads, *args]
 
-    def run(self, name: str, cmd: list[str], expect_json: bool = True) -> tuple[dict | None, float]:
-        """``(payload or None, wall seconds)`` of one process; stderr goes to a log file."""
+    def run(self, name: str, cmd: list[str], expect_json: bool = True,
+            env: dict[str, str] | None = None) -> tuple[dict | None, float]:
+        """``(payload or None, wall seconds)`` of one process (in ``env``, default the suite's);
+        stderr goes to a log file."""
         log = self.logs / f"{name}.log"
         cpu_before = wapiti_runner.children_cpu_s()
         started = time.perf_counter()
         with open(log, "w", encoding="utf-8") as err:
-            done = subprocess.run(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env)
+            done = subprocess.run(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True,
+                                  env=self.env if env is None else env)
         wall = time.perf_counter() - started
         cpu_s = wapiti_runner.children_cpu_s() - cpu_before  # this process alone: the runs are one after another
         lines = [line for line in done.stdout.splitlines() if line.startswith("BENCH_JSON ")]
@@ -106,8 +109,12 @@ class Runner:
         return payload, wall
 
     def runner(self, system: str, name: str, args: list[str]) -> tuple[dict | None, float]:
-        """:meth:`run` of ``system``'s runner script, logged as ``SYSTEM-NAME``."""
-        return self.run(f"{system}-{name}", self.command(system, args))
+        """:meth:`run` of ``system``'s runner script, logged as ``SYSTEM-NAME``. Training runs
+        without :func:`allocator_env`: each system's training keeps its own allocator choice
+        (textorch's training commands hold glibc's mmap threshold, DeLFT and Wapiti leave it),
+        as its users get it, so its peak memory is what they see."""
+        env = self.env if args[:1] != ["train"] else {k: v for k, v in self.env.items() if k not in ALLOCATOR_VARIABLES}
+        return self.run(f"{system}-{name}", self.command(system, args), env=env)
 
 
 def textorch_cli() -> list[str]:

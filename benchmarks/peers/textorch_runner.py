@@ -165,7 +165,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     """
     from textorch.data.checked_read import read_validated
     from textorch.embeddings import open_embeddings
+    from textorch.runtime.malloc_tuning import bound_heap_growth
 
+    bound_heap_growth()  # as every training command of textorch's command line does
     model_config, train_config, data_config = _train_settings(args)
     train_config = _with_train_options(train_config, args.train_option)
     train, valid, test = read_validated(args.train, args.valid, args.test, args.format,

@@ -1,5 +1,6 @@
 """How the suite starts its processes (benchmarks/peers/suite_runner.py): every system's processes
-run under the same allocator settings, which textorch's own tuning then leaves alone.
+run under the same allocator settings when they tag, which textorch's own tuning then leaves alone;
+training processes keep each system's own choice.
 """
 
 from __future__ import annotations
@@ -24,3 +25,16 @@ def test_both_systems_processes_run_under_the_same_allocator_settings(tmp_path, 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert keep_freed_memory() is False
+
+
+def test_training_processes_keep_each_systems_own_allocator_choice(tmp_path, monkeypatch):
+    env = suite_runner.allocator_env()
+    for name in env:
+        monkeypatch.delenv(name, raising=False)
+    r = suite_runner.Runner(tmp_path, Path(sys.executable))
+    show = "import json, os; print('BENCH_JSON ' + json.dumps({k: os.environ.get(k) for k in %r}))" % list(env)
+    monkeypatch.setattr(r, "command", lambda system, args: [sys.executable, "-c", show])
+    trained, _ = r.runner("textorch", "train-x", ["train", "--task", "date"])
+    tagged, _ = r.runner("textorch", "tag-x", ["tag", "--model", "m"])
+    assert {name: trained[name] for name in env} == dict.fromkeys(env)  # glibc's defaults, then the program's own
+    assert {name: tagged[name] for name in env} == env

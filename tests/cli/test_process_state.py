@@ -45,6 +45,23 @@ def test_the_command_line_tunes_the_allocator_only_when_asked(asked: bool, monke
     assert calls == ([1] if asked else [])
 
 
+@pytest.mark.parametrize("command, trains", [
+    (["seq", "train", "--train", "none.txt", "--output", "m"], True),
+    (["seq", "train-eval", "--train", "none.txt"], True),
+    (["cls", "train", "--train", "none.txt", "--output", "m"], True),
+    (["grobid", "date", "train", "--input", "none.txt", "--output", "m"], True),
+    (["seq", "tag", "--model", "missing", "--input", "none.txt"], False),
+    (["grobid", "date", "tag", "--input", "none.txt", "--output", "missing"], False),
+])
+def test_training_commands_bound_the_heap_others_do_not(command: list[str], trains: bool,
+                                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr("textorch.cli.main.bound_heap_growth", lambda: calls.append(1) or True)
+    monkeypatch.chdir(tmp_path)
+    assert main(command) != 0  # the input is missing: what counts is what ran before the command
+    assert calls == ([1] if trains else [])
+
+
 @pytest.mark.parametrize("asked", [False, True])
 def test_the_collector_pauses_for_the_command_only_when_asked(asked: bool, tiny_conll: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:

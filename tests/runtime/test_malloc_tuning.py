@@ -72,3 +72,48 @@ def test_other_c_libraries_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(malloc_tuning.platform, "libc_ver", lambda: ("", ""))
     monkeypatch.setattr(malloc_tuning.ctypes, "CDLL", lambda *a: pytest.fail("mallopt must not be reached"))
     assert keep_freed_memory() is False
+
+
+# After a freed 8 MB block has moved glibc's threshold up, where does the next 4 MB block live?
+# mallinfo2's hblkhd counts the bytes in mapped blocks: held at its start, the threshold maps it.
+PLACEMENT = textwrap.dedent("""
+    import ctypes, sys
+    import numpy as np
+    from textorch.runtime.malloc_tuning import bound_heap_growth
+    print(bound_heap_growth() if sys.argv[1] == "bound" else False)
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                     "keepcost")]
+    mallinfo2 = ctypes.CDLL(None).mallinfo2
+    mallinfo2.restype = MallInfo2
+    big = np.ones(8 * 2**20 // 8); del big
+    before = mallinfo2().hblkhd
+    block = np.ones(4 * 2**20 // 8)
+    print(mallinfo2().hblkhd - before >= 4 * 2**20)
+""")
+
+
+def _placement(bound: bool) -> list[str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in malloc_tuning.THRESHOLD_VARIABLES and k != "GLIBC_TUNABLES"}
+    done = subprocess.run([sys.executable, "-c", PLACEMENT, "bound" if bound else "leave"], env=env,
+                          capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+@needs_glibc
+def test_a_training_process_maps_its_large_blocks_whatever_was_freed_before() -> None:
+    # glibc >= 2.33 has mallinfo2; older ones are not what this machine runs, but say so if met.
+    if tuple(int(x) for x in platform.libc_ver()[1].split(".")[:2]) < (2, 33):
+        pytest.skip("mallinfo2 needs glibc 2.33")
+    assert _placement(True) == ["True", "True"]  # mapped: given back whole when freed
+    assert _placement(False) == ["False", "False"]  # glibc's own rule: in the heap, where holes are left
+
+
+def test_heap_growth_bound_leaves_the_users_own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
+    monkeypatch.setattr(malloc_tuning.ctypes, "CDLL", lambda *a: pytest.fail("mallopt must not be reached"))
+    assert malloc_tuning.bound_heap_growth() is False

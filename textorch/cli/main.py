@@ -15,7 +15,7 @@ from textorch import __version__
 from textorch.cli.commands import GROUPS, named_group
 from textorch.errors import TextorchError
 from textorch.runtime.collector import collector_paused
-from textorch.runtime.malloc_tuning import keep_freed_memory
+from textorch.runtime.malloc_tuning import bound_heap_growth, keep_freed_memory
 
 
 def _build_parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -70,6 +70,8 @@ def _run_command(argv: list[str] | None) -> int:
     _configure_logging(args.verbose)
     if args.tune_allocator:  # a process setting: asked for, never the default
         keep_freed_memory()
+    elif _trains(args):  # a training process's memory stays bounded (see bound_heap_growth)
+        bound_heap_growth()
     from textorch.train import launch
 
     try:
@@ -88,6 +90,12 @@ def _run_command(argv: list[str] | None) -> int:
         if not launch.in_launched_worker():  # the launcher says it once for all workers
             print("textorch: interrupted", file=sys.stderr)
         return 130
+
+
+def _trains(args: argparse.Namespace) -> bool:
+    """Whether the command trains a model: ``seq``/``cls`` ``train`` and ``train-eval`` say so
+    themselves, the applications (``grobid``, ``ner``) by their action."""
+    return bool(getattr(args, "trains", False)) or getattr(args, "action", None) in ("train", "train-eval")
 
 
 def _interrupt(signum: int, frame: object) -> None:

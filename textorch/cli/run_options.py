@@ -132,7 +132,7 @@ def add_train_commands(
     p.add_argument("--output", required=True, help="model directory to write")
     add_options(p)
     add_checkpoint_options(p)
-    p.set_defaults(run=lambda a: train(a, False))
+    p.set_defaults(run=lambda a: train(a, False), trains=True)
 
     p = commands.add_parser("train-eval", help="train, then evaluate on --test (default: 10%% of --train held out)")
     p.add_argument("--train", required=True, help=data)
@@ -142,7 +142,7 @@ def add_train_commands(
     p.add_argument("--metrics-json", help="write the test scores as JSON here")
     add_options(p)
     add_checkpoint_options(p)
-    p.set_defaults(run=lambda a: train(a, True))
+    p.set_defaults(run=lambda a: train(a, True), trains=True)
 
 
 def print_architectures(registry: dict) -> int:

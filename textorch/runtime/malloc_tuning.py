@@ -73,3 +73,38 @@ def keep_freed_memory() -> bool:
     logger.debug("allocator: mmap threshold %d, trim threshold %d: %s", MMAP_THRESHOLD, TRIM_THRESHOLD,
                  "set" if done else "refused")
     return done
+
+
+GLIBC_START_THRESHOLD = 128 * 2**10
+"""glibc's own mmap threshold before anything moves it: blocks from here up are mapped."""
+
+
+def bound_heap_growth() -> bool:
+    """Hold glibc's mmap threshold at its starting value for a training process; True when done.
+
+    glibc raises its threshold each time a mapped block is freed, up to 32 MB, so in a long
+    training run blocks of every size from 128 KB to 32 MB move into the heap one after another.
+    Batches of changing shapes then leave holes there that the next blocks do not fit, and the
+    process grows epoch after epoch while its live tensors stay the same (docs/performance.md,
+    "Memory"). Held at its start, every block of 128 KB or more is mapped when allocated and
+    given back whole when freed.
+
+    A process setting, so the library's training functions never call it: the training commands
+    of the command line do (``seq``, ``grobid``, ``ner`` and ``cls`` ``train``/``train-eval``),
+    and a Python program may. Left alone where the user chose malloc options (see
+    :func:`keep_freed_memory`) and on other C libraries."""
+    reason = _user_chose()
+    if reason is not None:
+        logger.debug("allocator left as it is: %s", reason)
+        return False
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    done = mallopt(_M_MMAP_THRESHOLD, GLIBC_START_THRESHOLD) == 1
+    logger.debug("allocator: mmap threshold held at %d: %s", GLIBC_START_THRESHOLD, "set" if done else "refused")
+    return done
