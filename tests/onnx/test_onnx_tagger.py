@@ -181,11 +181,12 @@ def test_a_tagging_command_with_a_current_export_never_imports_torch(tmp_path_fa
         script = ("import sys; from textorch.cli.main import main; "
                   f"code = main(['seq', 'tag', '--model', {str(model)!r}, '--input', {str(grobid_file)!r}, "
                   f"'--input-format', 'grobid', '--output', {str(out)!r}, '--engine', {engine!r}, '--quiet']); "
-                  "print('torch' in sys.modules, 'numba' in sys.modules); sys.exit(code)")
+                  "print('torch' in sys.modules, 'numba' in sys.modules, 'tqdm' in sys.modules); sys.exit(code)")
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         outputs[engine] = (done.stdout.split(), out.read_bytes())
-    assert outputs["onnx"][0] == outputs["auto"][0] == ["False", "False"]  # neither torch nor Numba was loaded
+    # Neither torch nor Numba was loaded, nor tqdm (no bar is drawn: an import the run never uses)
+    assert outputs["onnx"][0] == outputs["auto"][0] == ["False", "False", "False"]
     assert outputs["torch"][0][0] == "True"
     assert outputs["onnx"][1] == outputs["auto"][1] == outputs["torch"][1]  # the same tagged file, byte for byte
 
@@ -233,6 +234,45 @@ def test_decoding_in_groups_of_batches_changes_nothing(tmp_path_factory, grobid_
     assert [p.labels for p in grouped] == [p.labels for p in alone]
     for a, b in zip(alone, grouped):
         np.testing.assert_allclose(b.scores, a.scores, rtol=0, atol=1e-6)
+
+
+class _RecordedSession:
+    """An ONNX Runtime session that keeps a copy of every input it is fed."""
+
+    def __init__(self, session: object) -> None:
+        self.session = session
+        self.fed: list[dict[str, np.ndarray]] = []
+
+    def run(self, names: list[str], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.fed.append({name: np.array(array) for name, array in inputs.items()})
+        return self.session.run(names, inputs)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("architecture", ["BidLSTM_CRF_FEATURES_TEMPLATE", "BidLSTM_CNN_CRF"])
+def test_batches_of_one_shape_fed_from_one_gather_get_their_own_inputs(tmp_path_factory, grobid_file: Path,
+                                                                       architecture: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consecutive batches of one shape take their graph inputs from one gather: each graph run is
+    fed the very arrays gathering its batch alone gives, so the answers are the same."""
+    tagger = OnnxTagger.open(_saved(tmp_path_factory, grobid_file, architecture), threads=1)
+    sequences = read_labelled(grobid_file).sequences * 3  # each length three times: runs of one shape
+    session, gathers = tagger.session, []
+    inputs = tagger._inputs
+    monkeypatch.setattr(tagger, "_inputs", lambda *args: gathers.append(1) or inputs(*args))
+    tagger.session = spans = _RecordedSession(session)
+    together = tagger.predict(sequences, batch_size=2)
+    assert len(gathers) < len(spans.fed)  # some gathers fed several batches
+    monkeypatch.setattr(OnnxTagger, "_input_spans", lambda self, encoded, group, lengths: [[b] for b in group])
+    tagger.session = alone_fed = _RecordedSession(session)
+    alone = tagger.predict(sequences, batch_size=2)
+    assert len(spans.fed) == len(alone_fed.fed)
+    for mine, own in zip(spans.fed, alone_fed.fed):
+        assert sorted(mine) == sorted(own)
+        for name in own:
+            assert mine[name].shape == own[name].shape and mine[name].dtype == own[name].dtype, name
+            np.testing.assert_array_equal(mine[name], own[name])
+    assert [p.labels for p in together] == [p.labels for p in alone]
+    assert [p.scores for p in together] == [p.scores for p in alone]
 
 
 def test_the_stage_timing_diagnostic_times_every_stage_and_changes_no_label(tmp_path_factory, grobid_file: Path) -> None:

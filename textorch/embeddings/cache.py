@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lmdb
-from tqdm import tqdm
 
 from textorch.errors import ConfigError
 
@@ -188,6 +187,10 @@ def _stream_into(
     open_reader: Callable[[], VectorFileReader],
     stats: _BuildStats,
 ) -> None:
+    # Imported here, not at the top: every tagging process imports this module (the model's
+    # embeddings are resolved through it), but only a cache build draws this bar.
+    from tqdm import tqdm
+
     max_key = env.max_key_size()
     batch: list[tuple[bytes, bytes]] = []
     total = source.stat().st_size

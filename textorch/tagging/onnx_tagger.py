@@ -163,7 +163,8 @@ class OnnxTagger:
         order = np.flatnonzero(lengths)[np.argsort(lengths[lengths > 0], kind="stable")]
         for group in _decoding_groups(_token_bounded_batches(order, lengths, step), lengths):
             rows = np.concatenate(group)
-            emissions = _stacked([self._emissions(encoded, batch, lengths[batch], type_vectors) for batch in group])
+            emissions = _stacked([part for span in self._input_spans(encoded, group, lengths)
+                                  for part in self._span_emissions(encoded, span, lengths, type_vectors)])
             paths, scores = self._decode(emissions, lengths[rows], with_scores)
             mask = np.arange(paths.shape[1])[None, :] < lengths[rows][:, None]
             at = (encoded.bounds[rows][:, None] + np.arange(paths.shape[1]))[mask]
@@ -184,10 +185,40 @@ class OnnxTagger:
                  for i in range(0, len(table), TYPES_PER_RUN)]
         return np.concatenate([*parts, np.zeros((1, parts[0].shape[1]), dtype=parts[0].dtype)])
 
-    def _emissions(self, encoded: EncodedCall, batch: np.ndarray, lengths: np.ndarray,
-                   type_vectors: np.ndarray | None) -> np.ndarray:
-        """``(B, L, labels)`` emissions of one batch, one graph run."""
-        return self.session.run(["emissions"], self._inputs(encoded, batch, lengths, type_vectors))[0]  # type: ignore[attr-defined]
+    def _input_spans(self, encoded: EncodedCall, group: list[np.ndarray], lengths: np.ndarray) -> list[list[np.ndarray]]:
+        """A decoding group's batches gathered into runs of consecutive batches whose graph inputs
+        have the same shape past the batch axis (the same longest sequence, and for a graph that
+        reads character ids the same widest token), at most :data:`BATCH_TOKENS` tokens a run."""
+        reads_chars = "char_ids" in self.input_names
+        spans: list[list[np.ndarray]] = []
+        shape, rows = None, 0
+        for batch in group:
+            width = int(lengths[batch].max())
+            mine = (width, int(encoded.char_widths[batch].max()) if reads_chars else 0)
+            if mine != shape or (rows + len(batch)) * width > BATCH_TOKENS:
+                spans.append([])
+                shape, rows = mine, 0
+            spans[-1].append(batch)
+            rows += len(batch)
+        return spans
+
+    def _span_emissions(self, encoded: EncodedCall, span: list[np.ndarray], lengths: np.ndarray,
+                        type_vectors: np.ndarray | None) -> list[np.ndarray]:
+        """``(B, L, labels)`` emissions of each batch of ``span``, one graph run a batch.
+
+        The inputs are gathered once for the span, and each batch's are its rows of them: the
+        very arrays gathering each batch alone gives (the span's batches have one shape), for
+        one gather a span instead of one a batch (sorted short sequences, dates or names, make
+        long runs of batches of one length)."""
+        rows = span[0] if len(span) == 1 else np.concatenate(span)
+        inputs = self._inputs(encoded, rows, lengths[rows], type_vectors)
+        parts, start = [], 0
+        for batch in span:
+            end = start + len(batch)
+            rows_of_batch = {name: array[start:end] for name, array in inputs.items()}  # views: no copy
+            parts.append(self.session.run(["emissions"], rows_of_batch)[0])  # type: ignore[attr-defined]
+            start = end
+        return parts
 
     def _decode(self, emissions: np.ndarray, lengths: np.ndarray, with_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Label ids (and their posteriors) of rows of ``lengths``, from their emissions."""
