@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,22 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    """Test modules are imported with bytecode writing on, the flag set back afterwards.
+
+    pytest rewrites each test module's asserts and keeps the result beside it in ``__pycache__``
+    (git-ignored), but writes nothing where ``PYTHONDONTWRITEBYTECODE`` is set: then every worker
+    of every run parses and rewrites all the test modules again, a large part of its start. The
+    Makefile compiles textorch's own modules once for the same reason."""
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = before
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
