@@ -58,7 +58,8 @@ def pytest_collection(session: pytest.Session):
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that start other processes first: they are the suite's longest, and when the suite
     runs on several workers (``make test``: pytest-xdist, one file per worker at a time) a long
-    file taken last would leave the other workers idle at the end. The rest keep their order."""
+    file taken last would leave the other workers idle at the end. The rest keep their order.
+    xdist keeps this order of files only with ``--no-loadscope-reorder`` (the Makefile passes it)."""
     items.sort(key=lambda item: item.get_closest_marker("processes") is None)
 
 
