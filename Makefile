@@ -32,8 +32,10 @@ test: install
 	# The package's layering (pyproject.toml [tool.importlinter], docs/architecture.md), then the suite.
 	$(BIN)/lint-imports
 	# Two workers (pytest-xdist), one test file each at a time so a file's shared fixtures are built
-	# once; the files that start processes go first (tests/conftest.py). One thread per worker.
-	$(BIN)/python -m pytest -q -x -n 2 --dist loadfile --durations=15
+	# once; the files that start processes go first (tests/conftest.py), which needs
+	# --no-loadscope-reorder: by default xdist hands out files by their number of tests instead,
+	# and a long file with few tests comes last while the other worker waits. One thread per worker.
+	$(BIN)/python -m pytest -q -x -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 # Side by side with DeLFT 1.2.0 (its own venv under benchmarks/work/, made on first use); --quick: under 10 min.
 bench: install

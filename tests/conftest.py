@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,10 +39,27 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    """Test modules are imported with bytecode writing on, the flag set back afterwards.
+
+    pytest rewrites each test module's asserts and keeps the result beside it in ``__pycache__``
+    (git-ignored), but writes nothing where ``PYTHONDONTWRITEBYTECODE`` is set: then every worker
+    of every run parses and rewrites all the test modules again, a large part of its start. The
+    Makefile compiles textorch's own modules once for the same reason."""
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = before
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that start other processes first: they are the suite's longest, and when the suite
     runs on several workers (``make test``: pytest-xdist, one file per worker at a time) a long
-    file taken last would leave the other workers idle at the end. The rest keep their order."""
+    file taken last would leave the other workers idle at the end. The rest keep their order.
+    xdist keeps this order of files only with ``--no-loadscope-reorder`` (the Makefile passes it)."""
     items.sort(key=lambda item: item.get_closest_marker("processes") is None)
 
 

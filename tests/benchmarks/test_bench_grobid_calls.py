@@ -17,6 +17,7 @@ REPO = Path(benchmarks.__file__).resolve().parents[1]
 
 
 @pytest.mark.real_data
+@pytest.mark.processes  # six of them (four trainings): scheduled first, see tests/conftest.py
 def test_quick_run_writes_a_row_per_call_and_engine(tmp_path: Path) -> None:
     if not (bench_grobid_calls.SHARED_DATA / "grobid/header").is_dir():
         pytest.skip("the shared GROBID corpora are not here")

@@ -290,17 +290,15 @@ def test_progress_bar_only_on_a_terminal_and_not_when_quiet(monkeypatch: pytest.
 # ---------------------------------------------------------------------------- two processes
 @pytest.mark.processes
 def test_streamed_tagging_with_2_devices_equals_1_device(models: dict[str, Path], tmp_path: Path) -> None:
-    """Each process tags its share of each chunk; the output is in input order, the same bytes."""
+    """Each process tags its share of each chunk; the output is in input order, the same bytes.
+    The one-process run goes through ``main`` here, the two-process one starts the real command."""
     path = _text_input(tmp_path / "in.txt", 23, huge=120)
-    outputs = {}
-    for devices in ("1", "2"):
-        outputs[devices] = tmp_path / f"out{devices}.json"
-        result = subprocess.run(
-            [sys.executable, "-m", "textorch.cli.main", "seq", "tag", "--model", str(models["conll"]), "--input", str(path),
-             "--output", str(outputs[devices]), "--device", "cpu", "--threads", "1", "--devices", devices, *SMALL],
-            capture_output=True, text=True, timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        assert result.returncode == 0, result.stderr
+    outputs = {devices: tmp_path / f"out{devices}.json" for devices in ("1", "2")}
+    common = ["seq", "tag", "--model", str(models["conll"]), "--input", str(path), "--device", "cpu", "--threads", "1", *SMALL]
+    assert main([*common, "--output", str(outputs["1"]), "--devices", "1"]) == 0
+    result = subprocess.run([sys.executable, "-m", "textorch.cli.main", *common, "--output", str(outputs["2"]), "--devices", "2"],
+                            capture_output=True, text=True, timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
     assert _without_volatile(outputs["2"].read_text()) == _without_volatile(outputs["1"].read_text())
     assert len(json.loads(outputs["2"].read_text())["texts"]) == 24
 
