@@ -75,7 +75,7 @@ def test_other_c_libraries_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # After a freed 8 MB block has moved glibc's threshold up, where does the next 4 MB block live?
-# mallinfo2's hblkhd counts the bytes in mapped blocks: held at its start, the threshold maps it.
+# mallinfo2's hblkhd counts the bytes in mapped blocks: held at 2 MB, the threshold maps it.
 PLACEMENT = textwrap.dedent("""
     import ctypes, sys
     import numpy as np

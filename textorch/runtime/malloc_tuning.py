@@ -75,19 +75,22 @@ def keep_freed_memory() -> bool:
     return done
 
 
-GLIBC_START_THRESHOLD = 128 * 2**10
-"""glibc's own mmap threshold before anything moves it: blocks from here up are mapped."""
+HELD_MMAP_THRESHOLD = 2 * 2**20
+"""Blocks from here up are mapped while a training process runs. glibc's own starting value
+(128 KB) bounds the heap as well, but then every block a batch allocates is mapped and
+zero-filled afresh, which costs training much of its CPU time; from 2 MB up, the blocks that
+leave the large holes are still mapped and the many smaller ones reuse the heap
+(docs/performance.md, "GROBID's big models", training memory)."""
 
 
 def bound_heap_growth() -> bool:
-    """Hold glibc's mmap threshold at its starting value for a training process; True when done.
+    """Hold glibc's mmap threshold at :data:`HELD_MMAP_THRESHOLD` for a training process; True when done.
 
     glibc raises its threshold each time a mapped block is freed, up to 32 MB, so in a long
     training run blocks of every size from 128 KB to 32 MB move into the heap one after another.
     Batches of changing shapes then leave holes there that the next blocks do not fit, and the
-    process grows epoch after epoch while its live tensors stay the same (docs/performance.md,
-    "Memory"). Held at its start, every block of 128 KB or more is mapped when allocated and
-    given back whole when freed.
+    process grows epoch after epoch while its live tensors stay the same. Held, every block
+    above the threshold is mapped when allocated and given back whole when freed.
 
     A process setting, so the library's training functions never call it: the training commands
     of the command line do (``seq``, ``grobid``, ``ner`` and ``cls`` ``train``/``train-eval``),
@@ -105,6 +108,6 @@ def bound_heap_growth() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    done = mallopt(_M_MMAP_THRESHOLD, GLIBC_START_THRESHOLD) == 1
-    logger.debug("allocator: mmap threshold held at %d: %s", GLIBC_START_THRESHOLD, "set" if done else "refused")
+    done = mallopt(_M_MMAP_THRESHOLD, HELD_MMAP_THRESHOLD) == 1
+    logger.debug("allocator: mmap threshold held at %d: %s", HELD_MMAP_THRESHOLD, "set" if done else "refused")
     return done
