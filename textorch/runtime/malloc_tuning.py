@@ -53,20 +53,28 @@ def _user_chose() -> str | None:
     return f"{chosen[0]} is set" if chosen else None
 
 
-def keep_freed_memory() -> bool:
-    """Set glibc's mmap and trim thresholds (see the module docstring); True when done."""
+def _mallopt_if_ours():  # noqa: ANN202 - a ctypes function
+    """glibc's ``mallopt``, or None where the user chose malloc options or the C library is another."""
     reason = _user_chose()
     if reason is not None:
         logger.debug("allocator left as it is: %s", reason)
-        return False
+        return None
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
+        return None
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
-        return False
+        return None
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
+    return mallopt
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's mmap and trim thresholds (see the module docstring); True when done."""
+    mallopt = _mallopt_if_ours()
+    if mallopt is None:
+        return False
     # Both, never the trim threshold alone: setting either freezes glibc's moving mmap threshold,
     # and frozen at its 128 KB start every large tensor would be mapped afresh on every call.
     done = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
@@ -96,18 +104,9 @@ def bound_heap_growth() -> bool:
     of the command line do (``seq``, ``grobid``, ``ner`` and ``cls`` ``train``/``train-eval``),
     and a Python program may. Left alone where the user chose malloc options (see
     :func:`keep_freed_memory`) and on other C libraries."""
-    reason = _user_chose()
-    if reason is not None:
-        logger.debug("allocator left as it is: %s", reason)
+    mallopt = _mallopt_if_ours()
+    if mallopt is None:
         return False
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     done = mallopt(_M_MMAP_THRESHOLD, HELD_MMAP_THRESHOLD) == 1
     logger.debug("allocator: mmap threshold held at %d: %s", HELD_MMAP_THRESHOLD, "set" if done else "refused")
     return done
