@@ -72,7 +72,7 @@ def test_textorchs_default_is_one_for_every_model_name() -> None:
               for model in ("figure", "date", "header", "fulltext", "a-model-textorch-has-no-preset-for")}
     assert len(set(chosen.values())) == 1  # the data decides, never the name
     default = chosen["figure"]
-    assert (default.batch_size, default.max_sequence_length, default.max_epoch) == (20, 1000, apps.MAX_EPOCHS)
+    assert (default.batch_size, default.max_sequence_length, default.max_epoch) == (20, 1000, 60)
     assert (default.min_validation_sequences, default.min_steps_per_epoch, default.steps_without_validation) == \
         (apps.MIN_VALIDATION_SEQUENCES, apps.MIN_STEPS_PER_EPOCH, apps.STEPS_WITHOUT_VALIDATION)
     assert (default.tokens_without_validation, default.max_batch_tokens, default.min_validation_tokens,
@@ -232,10 +232,9 @@ def _generated_corpus(n: int, length: int = 6) -> "Corpus":
 
 
 @pytest.mark.parametrize("n, trains_on_all, batch, epochs", [
-    (75, True, 3, 87),          # figure's size: every sequence, small batches, the whole step budget
-    (5, True, 1, 200),          # a handful: the epoch bound
+    (75, True, 3, 60),          # figure's size: every sequence, small batches, every epoch
     (1450, True, 20, 30),       # name-header's: every sequence, epochs from the step budget
-    (6000, False, 20, 200),     # a validation share of 600 picks the epoch, early stopping on
+    (6000, False, 20, 60),      # a validation share of 600 picks the epoch, early stopping on
 ])
 def test_the_grobid_default_chooses_its_training_from_the_data(n: int, trains_on_all: bool, batch: int,
                                                                epochs: int) -> None:

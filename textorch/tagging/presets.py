@@ -53,13 +53,8 @@ bodies lose past a dozen, docs/performance.md): a long annealed run with the bes
 serves both, where early stopping at a constant rate stops headers before they settle."""
 STEPS_WITHOUT_VALIDATION = 2000
 """textorch's own GROBID default: data trained without validation takes about this many steps
-(30 epochs of name-header's 1,300 sequences, 87 of figure's 70, at most ``MAX_EPOCHS``), its
-learning rate falling linearly to zero. The smallest corpora need the whole budget most: a cap of
-60 epochs held figure's kind to about 1,380 steps, and the fields its longest sequences hold were
-then the CRF's (docs/performance.md, "Corpora of figure's kind")."""
-MAX_EPOCHS = 200
-"""textorch's own GROBID default: a bound, not the rule (the step and token budgets decide);
-it reaches only corpora of fewer than ten training sequences."""
+(at most ``max_epoch`` epochs: 30 epochs of name-header's 1,300 sequences, 60 of figure's 70),
+its learning rate falling linearly to zero."""
 MIN_STEPS_PER_EPOCH = 20
 """textorch's own GROBID default: batches small enough for 20 steps an epoch on small data."""
 DEFAULT_BATCH_SIZE = 20
@@ -162,7 +157,7 @@ def textorch_grobid_defaults() -> AppDefaults:
     ``training_data.fitted_to_data``: validation only where the share is big enough, batches of
     enough steps and bounded tokens, epochs from a step and a token budget), never by its name.
     Random batches and DeLFT's plateau cut, as DeLFT's GROBID runs."""
-    return AppDefaults(batch_size=DEFAULT_BATCH_SIZE, max_sequence_length=TRAINING_PIECE_LENGTH, max_epoch=MAX_EPOCHS,
+    return AppDefaults(batch_size=DEFAULT_BATCH_SIZE, max_sequence_length=TRAINING_PIECE_LENGTH, max_epoch=60,
                        bucket_batches=1, lr_decay=DELFT_LR_DECAY, min_validation_sequences=MIN_VALIDATION_SEQUENCES,
                        min_validation_tokens=MIN_VALIDATION_TOKENS, tokens_with_validation=TOKENS_WITH_VALIDATION,
                        min_steps_per_epoch=MIN_STEPS_PER_EPOCH, steps_without_validation=STEPS_WITHOUT_VALIDATION,
