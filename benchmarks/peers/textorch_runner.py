@@ -129,7 +129,8 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
                                min_steps_per_epoch=chosen["min_steps_per_epoch"],
                                steps_without_validation=chosen["steps_without_validation"],
                                tokens_without_validation=chosen["tokens_without_validation"],
-                               max_batch_tokens=chosen["max_batch_tokens"], precision=args.precision)
+                               max_batch_tokens=chosen["max_batch_tokens"],
+                               template_only_from_tokens=chosen["template_only_from_tokens"], precision=args.precision)
     data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
     return presets.with_model_defaults(defaults, model_config), train_config, data_config
 

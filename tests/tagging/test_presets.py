@@ -76,8 +76,9 @@ def test_textorchs_default_is_one_for_every_model_name() -> None:
     assert (default.min_validation_sequences, default.min_steps_per_epoch, default.steps_without_validation) == \
         (apps.MIN_VALIDATION_SEQUENCES, apps.MIN_STEPS_PER_EPOCH, apps.STEPS_WITHOUT_VALIDATION)
     assert (default.tokens_without_validation, default.max_batch_tokens, default.min_validation_tokens,
-            default.tokens_with_validation) == \
-        (apps.TOKENS_WITHOUT_VALIDATION, apps.MAX_BATCH_TOKENS, apps.MIN_VALIDATION_TOKENS, apps.TOKENS_WITH_VALIDATION)
+            default.tokens_with_validation, default.template_only_from_tokens) == \
+        (apps.TOKENS_WITHOUT_VALIDATION, apps.MAX_BATCH_TOKENS, apps.MIN_VALIDATION_TOKENS, apps.TOKENS_WITH_VALIDATION,
+         apps.TEMPLATE_ONLY_FROM_TOKENS)
 
 
 def test_command_line_values_win_over_application_defaults() -> None:
@@ -86,7 +87,8 @@ def test_command_line_values_win_over_application_defaults() -> None:
     assert chosen == {"batch_size": 7, "max_sequence_length": 50, "max_epoch": 60, "early_stop": True,
                       "feature_columns": "9-10", "feature_vocabulary_size": 12, "bucket_batches": 1, "lr_decay": 0.5,
                       "min_validation_sequences": 0, "min_validation_tokens": 0, "tokens_with_validation": 0, "min_steps_per_epoch": 0,
-                      "steps_without_validation": 0, "tokens_without_validation": 0, "max_batch_tokens": 0}
+                      "steps_without_validation": 0, "tokens_without_validation": 0, "max_batch_tokens": 0,
+                      "template_only_from_tokens": 0}
     given = apps.resolve_options(defaults, {"bucket_batches": 10, "lr_decay": 1.0})
     assert (given["bucket_batches"], given["lr_decay"]) == (10, 1.0)
     cnn = apps.ner_defaults("BidLSTM_CNN_CRF")

@@ -9,7 +9,7 @@ from torch import nn
 from textorch.errors import ConfigError
 from textorch.models.template_emissions import TemplateEmissions
 from textorch.train.config import TrainConfig
-from textorch.train.trainer import adam, parameter_groups
+from textorch.train.trainer import adam, l1_penalties, parameter_groups
 
 
 def _model() -> nn.Module:
@@ -49,3 +49,19 @@ def test_the_table_moves_ten_times_less_at_a_tenth_of_the_rate() -> None:
 def test_a_negative_template_rate_is_refused() -> None:
     with pytest.raises(ConfigError, match="--template-learning-rate"):
         TrainConfig(template_learning_rate=-1.0)
+
+
+def test_the_template_table_carries_its_l1_penalty_in_a_crfs_scale() -> None:
+    """GROBID's CRF sums its loss over the training sequences and adds rho * |w|: a step that
+    averages its sequences' losses adds rho / N per sequence."""
+    model = _model()
+    assert l1_penalties(model, TrainConfig(), 20) == []
+    ((weight, scale),) = l1_penalties(model, TrainConfig(template_l1=0.5), 20)
+    assert weight is model["templates"].weight and scale == pytest.approx(0.5 / 20)
+    model["templates"].weight.requires_grad_(False)  # a frozen table is never penalised
+    assert l1_penalties(model, TrainConfig(template_l1=0.5), 20) == []
+
+
+def test_a_negative_l1_penalty_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--template-l1"):
+        TrainConfig(template_l1=-0.1)

@@ -49,6 +49,21 @@ class SequenceTagger(nn.Module):
         """Label ids (B, L) and per-token confidence (B, L), or None for it when not asked for."""
         return self.head.decode(self.encode(batch), batch.mask, with_scores, self.extra_emissions(batch))
 
+    def train_template_features_alone(self) -> None:
+        """Make this network GROBID's CRF: the emission layer reads nothing (zero and frozen), every
+        part but the template table and the CRF is frozen (no step is spent on it), and no template
+        feature is dropped. Saved and served as any other model: the emissions it adds are zero."""
+        if self.template_emissions is None:
+            raise ValueError("training the template features alone needs a *_TEMPLATE architecture")
+        with torch.no_grad():
+            for weight in self.head.emissions.parameters():
+                weight.zero_()
+        kept = {id(p) for p in self.template_emissions.parameters()}
+        kept |= {id(p) for p in getattr(self.head, "crf", nn.Module()).parameters()}
+        for weight in self.parameters():
+            weight.requires_grad_(id(weight) in kept)
+        self.template_emissions.dropout = 0.0
+
     def extra_emissions(self, batch: Batch) -> torch.Tensor | None:
         """The template features' label scores, or None for a model without them."""
         if self.template_emissions is None:

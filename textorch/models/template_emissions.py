@@ -27,6 +27,11 @@ class TemplateEmissions(nn.Module):
     thousands of feature weights whose gradients have faded to noise keep drifting, and a long
     run on whole documents loses what it had learnt (docs/performance.md, "GROBID's big models")."""
 
+    l1_option = "template_l1"
+    """The training option that holds this table's L1 penalty (see
+    :func:`textorch.train.trainer.l1_penalties`): a CRF's sparse choice of features, where a dense
+    table lets many weak clues outvote the few that hold."""
+
     def __init__(self, n_rows: int, n_labels: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.dropout = dropout

@@ -28,6 +28,7 @@ from textorch.data.splits import training_pieces, valid_iob2
 from textorch.data.word_table import WordTable
 from textorch.embeddings.lookup import word_source
 from textorch.eval.metrics import EntityCounts
+from textorch.errors import ConfigError
 from textorch.models.cpu_routes import FAST, CpuRoutes, decide, taking
 from textorch.models.inference_batches import inference_batches
 from textorch.models.costs import batch_precision
@@ -152,6 +153,11 @@ class SequenceLabeler:
                 counts = self.count_entities(valid.sequences, valid_data, batch_size=max(train_config.batch_size, 64), ctx=ctx)
                 return epoch_choice_score(counts)
 
+        if train_config.template_only:
+            try:
+                self.model.train_template_features_alone()
+            except (AttributeError, ValueError) as exc:
+                raise ConfigError(f"--template-only: {exc}; architecture {self.model_config.architecture}") from None
         torch.manual_seed(train_config.seed)
         callbacks = tensorboard_callbacks(train_config.tensorboard_dir, "f1")
         trainer = Trainer(self.model, train_config, self.device, ctx, validate, optimizer_factory=self._optimizer_factory(),

@@ -73,6 +73,15 @@ most (affiliation-address's step budget reads 1.3 million; a corpus of 300,000 t
 documents gets ten epochs)."""
 
 
+TEMPLATE_ONLY_FROM_TOKENS = 100
+"""textorch's own GROBID default: data trained without validation whose pieces average this many
+tokens or more trains the CRF over the template features alone (``template_only``, with the L1
+penalty GROBID's CRF trains with). Figure's 70 captions of about 50 tokens gain from the
+recurrent part (95.78 against the CRF's 94.74 over ten seeds); the same figures merged into 23
+sequences of about 150 tokens lost to the CRF with it and match it without (docs/performance.md,
+"Corpora of figure's kind"). Whole documents keep the network: they validate."""
+
+
 DELFT_LR_DECAY = 0.5
 """DeLFT 1.2.0 halves the recurrent taggers' learning rate after three epochs without a gain in
 validation F1 (its ``ReduceLROnPlateau``, patience 2): its applications train that way."""
@@ -98,6 +107,7 @@ class AppDefaults:
     steps_without_validation: int = 0
     tokens_without_validation: int = 0
     max_batch_tokens: int = 0
+    template_only_from_tokens: int = 0
 
 
 # (max sequence length, batch size) per GROBID model, recurrent and transformer architectures,
@@ -161,7 +171,8 @@ def textorch_grobid_defaults() -> AppDefaults:
                        bucket_batches=1, lr_decay=DELFT_LR_DECAY, min_validation_sequences=MIN_VALIDATION_SEQUENCES,
                        min_validation_tokens=MIN_VALIDATION_TOKENS, tokens_with_validation=TOKENS_WITH_VALIDATION,
                        min_steps_per_epoch=MIN_STEPS_PER_EPOCH, steps_without_validation=STEPS_WITHOUT_VALIDATION,
-                       tokens_without_validation=TOKENS_WITHOUT_VALIDATION, max_batch_tokens=MAX_BATCH_TOKENS)
+                       tokens_without_validation=TOKENS_WITHOUT_VALIDATION, max_batch_tokens=MAX_BATCH_TOKENS,
+                       template_only_from_tokens=TEMPLATE_ONLY_FROM_TOKENS)
 
 
 _TRAIN_NAME = re.compile(r"(?P<model>.+)-(?P<date>\d{6})\.train(?:\.gz)?$")
@@ -262,7 +273,8 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
               "min_steps_per_epoch": defaults.min_steps_per_epoch,
               "steps_without_validation": defaults.steps_without_validation,
               "tokens_without_validation": defaults.tokens_without_validation,
-              "max_batch_tokens": defaults.max_batch_tokens}
+              "max_batch_tokens": defaults.max_batch_tokens,
+              "template_only_from_tokens": defaults.template_only_from_tokens}
     return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
 
 

@@ -52,6 +52,11 @@ LONG_RUN_TEMPLATE_RATE = 0.1
 where no ``template_learning_rate`` is given."""
 
 
+TEMPLATE_ONLY_L1 = 0.5
+"""The L1 penalty of template-only training where none is given: Wapiti's default, which GROBID
+trains its CRF with."""
+
+
 def too_small_to_validate(valid: Corpus, train_config: TrainConfig) -> bool:
     """Whether ``valid`` is too small to pick an epoch: fewer sequences than
     ``min_validation_sequences`` and, where ``min_validation_tokens`` is set, fewer tokens too
@@ -70,7 +75,9 @@ def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_
     about ``steps_without_validation`` steps (and see at most about ``tokens_without_validation``
     tokens) at a linearly falling rate; with validation and ``tokens_with_validation``, the epochs
     that see about that many tokens at a linearly falling rate, none stopped early, the CRF
-    template table at a tenth of the rate unless ``template_learning_rate`` is set. Sequences count as the pieces of ``max_sequence_length``
+    template table at a tenth of the rate unless ``template_learning_rate`` is set; without
+    validation and with pieces of ``template_only_from_tokens`` tokens on average or more, the CRF
+    over the template features alone (``template_only``, at ``TEMPLATE_ONLY_L1``). Sequences count as the pieces of ``max_sequence_length``
     tokens that training cuts them into, so a corpus of whole documents is sized by what a step
     reads, not by how many documents it has."""
     changes: dict[str, object] = {}
@@ -88,6 +95,14 @@ def fitted_to_data(train_config: TrainConfig, train_lengths: Sequence[int], has_
                     "about %s tokens a batch at most)", batch, n_train, round(n_tokens / max(n_train, 1)),
                     train_config.min_steps_per_epoch, _count_or_any(train_config.max_batch_tokens))
         changes["batch_size"] = batch
+    if (not has_valid and not train_config.template_only and train_config.template_only_from_tokens and n_train
+            and n_tokens / n_train >= train_config.template_only_from_tokens):
+        logger.info("training sequences of %d tokens on average and no validation data (at least %d tokens: the "
+                    "CRF over the template features alone, the recurrent emissions off)", round(n_tokens / n_train),
+                    train_config.template_only_from_tokens)
+        changes["template_only"] = True
+    if (train_config.template_only or changes.get("template_only")) and not train_config.template_l1:
+        changes["template_l1"] = TEMPLATE_ONLY_L1
     if not has_valid and train_config.steps_without_validation:
         steps_per_epoch = max(1, -(-n_train // batch))
         epochs = max(1, min(train_config.max_epoch, round(train_config.steps_without_validation / steps_per_epoch)))

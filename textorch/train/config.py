@@ -102,6 +102,28 @@ class TrainConfig:
     """``_TEMPLATE`` architectures: the Adam rate of the template feature weights (0: the common
     ``learning_rate``). Adam moves each weight by about its rate a step however small its
     gradient, and the table holds hundreds of thousands of them."""
+    template_only: bool = option(
+        False, "*_TEMPLATE models: train the CRF over the template features alone, the recurrent emissions off "
+               "(GROBID's CRF inside the same network; default: {default})")
+    """``_TEMPLATE`` architectures: the emission layer reads nothing (zero, frozen) and the CRF
+    learns from its template features alone, as GROBID's CRF does; the saved model serves as any
+    other. Where a few dozen long sequences are all the data, the recurrent part learns their
+    order rather than their fields (docs/performance.md, "Corpora of figure's kind")."""
+    template_l1: float = option(
+        0.0, "*_TEMPLATE models: L1 penalty on the template weights, counted as a CRF's objective counts it "
+             "(summed over the training sequences; GROBID's CRF trains with 0.5) (default: {default}: none, "
+             "0.5 with --template-only)", metavar="RHO")
+    """``_TEMPLATE`` architectures: L1 penalty on the template table, in a CRF's scale (the loss
+    summed over the training sequences; each step adds its share). Wapiti's L1 keeps a few hundred
+    of tens of thousands of features, those that hold across sequences, where a dense table
+    labels a long run of unseen tokens by many weak clues (0: none; with ``template_only``,
+    Wapiti's 0.5, GROBID's setting)."""
+    template_only_from_tokens: int = option(
+        0, "without validation data, where training sequences (pieces) average at least N tokens, train as "
+           "--template-only (default: {default}, never)", metavar="N")
+    """With no validation data and training pieces of at least this many tokens on average, train
+    as ``template_only`` (0: never): nothing picks an epoch for the recurrent part, and a few
+    dozen long sequences give it few independent examples to learn from."""
     tokens_with_validation: int = option(
         0, "with validation data, train for the whole epochs that see about N tokens at a rate falling linearly to "
            "zero, keeping the epoch that validates best, the CRF template table at a tenth of the rate unless "
@@ -142,6 +164,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.template_l1 < 0 or self.template_only_from_tokens < 0:
+            raise ConfigError("--template-l1 and --template-only-from-tokens must be >= 0")
         if self.template_learning_rate < 0:
             raise ConfigError(f"--template-learning-rate must be >= 0 (0: --learning-rate), got {self.template_learning_rate}")
         if self.learning_rate <= 0:

@@ -76,6 +76,18 @@ def parameter_groups(model: nn.Module, config: TrainConfig) -> list[dict]:
     return [g for g in groups if g["params"]]
 
 
+def l1_penalties(model: nn.Module, config: TrainConfig, n_sequences: int) -> list[tuple[torch.Tensor, float]]:
+    """(weight, scale) of every submodule that names, in its ``l1_option`` attribute, the config
+    field holding an L1 penalty in a CRF's scale (the loss summed over ``n_sequences`` training
+    sequences), where that field is set: each sequence's loss then adds ``scale * |weight|``."""
+    found = []
+    for module in model.modules():
+        penalty = getattr(config, getattr(module, "l1_option", ""), None)
+        if penalty and module.weight.requires_grad:
+            found.append((module.weight, float(penalty) / max(n_sequences, 1)))
+    return found
+
+
 def _adam_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
     """Adam over the trainable parameters, with the fastest update kernel they allow."""
     groups = parameter_groups(model, config)
@@ -134,6 +146,8 @@ class Trainer:
         self.checkpoints = checkpoints
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
+        self.l1: list[tuple[torch.Tensor, float]] = []
+        """(weight, scale) of the L1 penalties (:func:`l1_penalties`), set when ``fit`` starts."""
         self.precision = Precision(config.precision, device)
         self.train_model: nn.Module = model
 
@@ -167,6 +181,7 @@ class Trainer:
         lengths = data.lengths()
         steps_per_epoch = -(-len(lengths) // config.batch_size)
         self.optimizer, self.scheduler = self.optimizer_factory(self.model, config, steps_per_epoch * config.max_epoch)
+        self.l1 = l1_penalties(self.model, config, len(lengths))
         progress = Progress(TrainingResult())
         snapshot = self.checkpoints.restore(ctx) if self.checkpoints is not None else None
         if snapshot is not None:
@@ -318,7 +333,10 @@ class Trainer:
                 # the world size because DDP averages gradients: N devices x b == 1 device x N*b,
                 # and K micro-batches add up to the gradient of the whole batch.
                 weight = 0.0 if stand_in else ctx.world_size / len(global_batch)
-                precision.backward(output.loss.float().sum() * weight)
+                loss = output.loss.float().sum()
+                if self.l1 and not stand_in:  # each sequence's share of the L1 penalties
+                    loss = loss + len(local) * sum(scale * w.abs().sum() for w, scale in self.l1)
+                precision.backward(loss * weight)
             if not stand_in:
                 totals += torch.tensor([float(output.loss.detach().sum()), len(local), int(batch.lengths.sum())], dtype=torch.float64)
         precision.step(self.optimizer, self.model, self.config)
