@@ -76,10 +76,10 @@ documents gets ten epochs)."""
 TEMPLATE_ONLY_FROM_TOKENS = 100
 """textorch's own GROBID default: data trained without validation whose pieces average this many
 tokens or more trains the CRF over the template features alone (``template_only``, with the L1
-penalty GROBID's CRF trains with). Figure's 70 captions of about 50 tokens gain from the
-recurrent part (95.78 against the CRF's 94.74 over ten seeds); the same figures merged into 23
-sequences of about 150 tokens lost to the CRF with it and match it without (docs/performance.md,
-"Corpora of figure's kind"). Whole documents keep the network: they validate."""
+penalty GROBID's CRF trains with). Figure's captions (about 50 tokens) gain from the recurrent
+part; the same figures merged into a few dozen sequences of about 150 tokens lost to the CRF with
+it and match it without (docs/performance.md, "Corpora of figure's kind"). Whole documents keep
+the network: they validate."""
 
 
 DELFT_LR_DECAY = 0.5
