@@ -32,6 +32,8 @@ OPTION_STRINGS = {
     "min_steps_per_epoch": ["--min-steps-per-epoch"],
     "steps_without_validation": ["--steps-without-validation"], "lr_schedule": ["--lr-schedule"],
     "tokens_without_validation": ["--tokens-without-validation"], "max_batch_tokens": ["--max-batch-tokens"],
+    "template_only": ["--template-only"], "template_l1": ["--template-l1"],
+    "template_only_from_tokens": ["--template-only-from-tokens"],
     "bucket_batches": ["--bucket-batches"], "dropout": ["--dropout"], "seed": ["--seed"],
     "grad_accum": ["--grad-accum"], "precision": ["--precision"], "transformer": ["--transformer"],
     "transformer_window": ["--transformer-window"], "transformer_stride": ["--transformer-stride"],
