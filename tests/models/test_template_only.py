@@ -85,3 +85,31 @@ def test_template_only_needs_template_features(tiny_grobid: Path) -> None:
     labeler = SequenceLabeler.build(corpus, ModelConfig(architecture="BidLSTM_CRF_FEATURES", **SMALL), DataConfig(), seed=1)
     with pytest.raises(ConfigError, match="--template-only"):
         labeler.fit(corpus, None, TrainConfig(max_epoch=1, early_stop=False, template_only=True))
+
+
+def test_a_saved_network_trained_further_stays_a_network(tiny_grobid: Path, tmp_path: Path) -> None:
+    """The rule chooses for a new model only: with --incremental it would zero a trained network's
+    emission layer."""
+    from textorch.cli.main import main
+
+    blocks, block = [], []
+    for line in tiny_grobid.read_text(encoding="utf-8").splitlines() + [""]:
+        if line.strip():
+            block.append(line)
+        elif block:
+            blocks.append("\n".join(block))
+            block = []
+    merged = tmp_path / "merged.train"  # the same dates, eight to a sequence: long pieces, no validation
+    merged.write_text("".join("\n".join(blocks[i:i + 8]) + "\n\n" for i in range(0, len(blocks), 8)), encoding="utf-8")
+    common = ["--architecture", "BidLSTM_CRF_FEATURES_TEMPLATE", "--format", "grobid", "--early-stop", "false",
+              "--max-epoch", "1", "--seed", "1", "--template-only-from-tokens", "20"]
+    assert main(["seq", "train", "--train", str(tiny_grobid), "--output", str(tmp_path / "base"), *common]) == 0
+    assert main(["seq", "train", "--train", str(merged), "--output", str(tmp_path / "fresh"), *common]) == 0
+    assert main(["seq", "train", "--train", str(merged), "--output", str(tmp_path / "grown"), "--incremental",
+                 "--input-model", str(tmp_path / "base"), *common]) == 0
+
+    def silent(model: str) -> bool:
+        head = SequenceLabeler.load(tmp_path / model).model.head
+        return all(float(p.detach().abs().max()) == 0 for p in head.emissions.parameters())
+
+    assert not silent("base") and silent("fresh") and not silent("grown")

@@ -16,6 +16,8 @@ and gives them back; the class itself knows nothing of it (it fits one network, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import logging
 from pathlib import Path
 from typing import Any
@@ -215,8 +217,11 @@ class _TaggerRun(TrainingRun[SequenceLabeler, Corpus]):
         if self.ctx.is_main and (problem := nothing_to_learn(train)):
             logger.warning("%s", problem)
         train, valid, test = split_for_training(train, valid, test, self.hold_out_test, self.train_config, self.fold_count)
-        self.train_config = fitted_to_data(self.train_config, [len(s) for s in train.sequences],
-                                           valid is not None or self.fold_count > 1)
+        config = self.train_config
+        if self.input_model and config.template_only_from_tokens:
+            # A saved network trained further stays a network: the rule would zero its emission layer.
+            config = replace(config, template_only_from_tokens=0)
+        self.train_config = fitted_to_data(config, [len(s) for s in train.sequences], valid is not None or self.fold_count > 1)
         return train, valid, test
 
     def fit(self, train: Corpus, valid: Corpus | None, test: Corpus | None) -> Fitted[SequenceLabeler]:
