@@ -120,17 +120,9 @@ def _train_settings(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig,
     app, _, model = args.preset.partition(":")
     defaults = presets.ner_defaults(args.architecture) if app == "ner" else presets.grobid_defaults(model, args.architecture)
     chosen = presets.resolve_options(defaults, {})
-    train_config = TrainConfig(seed=args.seed, max_epoch=chosen["max_epoch"], batch_size=chosen["batch_size"],
-                               max_sequence_length=chosen["max_sequence_length"], early_stop=chosen["early_stop"],
-                               bucket_batches=chosen["bucket_batches"], lr_decay=chosen["lr_decay"],
-                               min_validation_sequences=chosen["min_validation_sequences"],
-                               min_validation_tokens=chosen["min_validation_tokens"],
-                               tokens_with_validation=chosen["tokens_with_validation"],
-                               min_steps_per_epoch=chosen["min_steps_per_epoch"],
-                               steps_without_validation=chosen["steps_without_validation"],
-                               tokens_without_validation=chosen["tokens_without_validation"],
-                               max_batch_tokens=chosen["max_batch_tokens"],
-                               template_only_from_tokens=chosen["template_only_from_tokens"], precision=args.precision)
+    train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    train_config = TrainConfig(seed=args.seed, precision=args.precision,
+                               **{name: value for name, value in chosen.items() if name in train_fields})
     data_config = dataclasses.replace(data_config, feature_columns=defaults.feature_columns)
     return presets.with_model_defaults(defaults, model_config), train_config, data_config
 

@@ -65,3 +65,5 @@ def test_the_template_table_carries_its_l1_penalty_in_a_crfs_scale() -> None:
 def test_a_negative_l1_penalty_is_refused() -> None:
     with pytest.raises(ConfigError, match="--template-l1"):
         TrainConfig(template_l1=-0.1)
+    with pytest.raises(ConfigError, match="--template-only-from-tokens must be >= 0, got -5"):
+        TrainConfig(template_only_from_tokens=-5)

@@ -28,10 +28,7 @@ from textorch.train.dist import session
 
 logger = logging.getLogger(__name__)
 
-_APP_DEFAULTED = ("batch_size", "max_sequence_length", "max_epoch", "early_stop", "feature_columns",
-                  "feature_vocabulary_size", "bucket_batches", "lr_decay", "min_validation_sequences", "min_validation_tokens", "tokens_with_validation",
-                  "min_steps_per_epoch", "steps_without_validation", "tokens_without_validation", "max_batch_tokens",
-                  "template_only_from_tokens")
+_APP_DEFAULTED = apps.APP_OPTIONS
 _ACTIONS = ("train", "train-eval", "eval", "tag")
 
 

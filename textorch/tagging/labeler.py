@@ -136,6 +136,11 @@ class SequenceLabeler:
         from its newest checkpoint (see :mod:`textorch.train.resume`).
         """
         ctx = ctx or DistContext()
+        if train_config.template_only:  # before any data is encoded: a wrong architecture is refused at once
+            try:
+                self.model.train_template_features_alone()
+            except (AttributeError, ValueError) as exc:
+                raise ConfigError(f"--template-only: {exc}; architecture {self.model_config.architecture}") from None
         self.runner = None  # an ONNX runner holds the export of the weights before: training runs in PyTorch
         sequences = training_pieces(train.sequences, train_config.max_sequence_length)
         if forbids_iob2_moves(self.model_config):
@@ -153,11 +158,6 @@ class SequenceLabeler:
                 counts = self.count_entities(valid.sequences, valid_data, batch_size=max(train_config.batch_size, 64), ctx=ctx)
                 return epoch_choice_score(counts)
 
-        if train_config.template_only:
-            try:
-                self.model.train_template_features_alone()
-            except (AttributeError, ValueError) as exc:
-                raise ConfigError(f"--template-only: {exc}; architecture {self.model_config.architecture}") from None
         torch.manual_seed(train_config.seed)
         callbacks = tensorboard_callbacks(train_config.tensorboard_dir, "f1")
         trainer = Trainer(self.model, train_config, self.device, ctx, validate, optimizer_factory=self._optimizer_factory(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from textorch.tagging.config import ModelConfig, TrainConfig
@@ -108,6 +108,11 @@ class AppDefaults:
     tokens_without_validation: int = 0
     max_batch_tokens: int = 0
     template_only_from_tokens: int = 0
+
+
+APP_OPTIONS = tuple(f.name for f in fields(AppDefaults) if f.name != "word_hidden")
+"""The command-line options an application defaults (every :class:`AppDefaults` field but the
+network size, which :func:`with_model_defaults` sets)."""
 
 
 # (max sequence length, batch size) per GROBID model, recurrent and transformer architectures,
@@ -262,19 +267,10 @@ def resolve_options(defaults: AppDefaults, given: dict[str, object]) -> dict[str
     ``early_stop``, ``feature_columns``, ``bucket_batches``, ``lr_decay``...) to what the command
     line says.
     """
-    chosen = {"batch_size": defaults.batch_size, "max_sequence_length": defaults.max_sequence_length,
-              "max_epoch": defaults.max_epoch, "early_stop": defaults.early_stop,
-              "feature_columns": defaults.feature_columns, "feature_vocabulary_size": defaults.feature_vocabulary_size,
-              "bucket_batches": defaults.bucket_batches if defaults.bucket_batches is not None else TrainConfig.bucket_batches,
-              "lr_decay": defaults.lr_decay if defaults.lr_decay is not None else TrainConfig.lr_decay,
-              "min_validation_sequences": defaults.min_validation_sequences,
-              "min_validation_tokens": defaults.min_validation_tokens,
-              "tokens_with_validation": defaults.tokens_with_validation,
-              "min_steps_per_epoch": defaults.min_steps_per_epoch,
-              "steps_without_validation": defaults.steps_without_validation,
-              "tokens_without_validation": defaults.tokens_without_validation,
-              "max_batch_tokens": defaults.max_batch_tokens,
-              "template_only_from_tokens": defaults.template_only_from_tokens}
+    chosen = {name: getattr(defaults, name) for name in APP_OPTIONS}
+    for name in ("bucket_batches", "lr_decay"):  # None in the defaults: the library's own value
+        if chosen[name] is None:
+            chosen[name] = getattr(TrainConfig, name)
     return {name: given[name] if given.get(name) is not None else value for name, value in chosen.items()}
 
 

@@ -164,8 +164,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.template_l1 < 0 or self.template_only_from_tokens < 0:
-            raise ConfigError("--template-l1 and --template-only-from-tokens must be >= 0")
+        for name in ("template_l1", "template_only_from_tokens"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if self.template_learning_rate < 0:
             raise ConfigError(f"--template-learning-rate must be >= 0 (0: --learning-rate), got {self.template_learning_rate}")
         if self.learning_rate <= 0:
