@@ -197,6 +197,9 @@ def main() -> int:
                         help="stop each Wapiti training after this long (its model at that iteration kept and "
                              "reported with its iteration count and training error); a finished Wapiti run of the "
                              "same split in the work dir is reused, not trained again")
+    parser.add_argument("--wapiti-iterations", type=int, default=None, metavar="N",
+                        help="train Wapiti with -i N in place of GROBID's 2000: for further seeds of a big model, "
+                             "the iterations its first seed reached in --wapiti-time-limit")
     parser.add_argument("--tag-tokens", type=int, default=None,
                         help="with --early-stopping: tokens of the file every system's first-seed model tags whole, "
                              f"per GROBID task (default: {wapiti_peer.DEFAULT_TAG_TOKENS:,} when wapiti runs, else none)")
@@ -264,6 +267,7 @@ def main() -> int:
     r = Runner(work, delft_python, args.threads, args.wapiti and str(Path(args.wapiti).resolve()),
                ["--pause-collector"] if args.pause_collector else [], args.textorch_engine)
     r.wapiti_time_limit = args.wapiti_time_limit
+    r.wapiti_iterations = args.wapiti_iterations
     print("warming the embedding caches ...", flush=True)
     if "delft" in systems:
         r.runner("delft", "warm", ["warm"])

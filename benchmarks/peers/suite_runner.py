@@ -63,6 +63,8 @@ class Runner:
         ``torch`` export the model first (untimed, as training does)."""
         self.wapiti_time_limit: float | None = None
         """Seconds before each Wapiti training is stopped (``--wapiti-time-limit``)."""
+        self.wapiti_iterations: int | None = None
+        """Wapiti's ``-i`` in place of GROBID's 2000 (``--wapiti-iterations``)."""
 
     def engine_options(self) -> list[str]:
         """``seq tag``'s options for :attr:`textorch_engine`."""

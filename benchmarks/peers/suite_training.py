@@ -94,7 +94,7 @@ def train_all(r: Runner, jobs: list[dict], files: dict, seeds: list[int], vector
                 wapiti_done.add((job["task"], seed))
                 written = predictions / f"wapiti-{job['task']}-s{seed}.json"
                 variants.append(("wapiti", "wapiti", wapiti_peer.train_args(r.work, r.wapiti, job["task"], seed, f, written,
-                                                                            r.wapiti_time_limit)))
+                                                                            r.wapiti_time_limit, r.wapiti_iterations)))
             for label, system, args in variants:
                 if system == "wapiti":
                     runs.extend(_train_wapiti(r, job["task"], seed, args))

@@ -53,11 +53,13 @@ def model_path(work: Path, task: str, seed: int) -> Path:
 
 
 def train_args(work: Path, wapiti: str, task: str, seed: int, files, predictions: Path,
-               time_limit: float | None = None) -> list[str]:
+               time_limit: float | None = None, iterations: int | None = None) -> list[str]:
     """``wapiti_runner.py train`` options for one task and seed, on the suite's split files
-    (``time_limit``: seconds before its optimisation is stopped, the big models' two hours);
+    (``time_limit``: seconds before its optimisation is stopped, the big models' two hours;
+    ``iterations``: wapiti's ``-i`` in place of GROBID's 2000);
     an own corpus's template where it has one (``files.template``), else the shared task's."""
     limit = ["--time-limit", str(time_limit)] if time_limit else []
+    limit += ["--iterations", str(iterations)] if iterations else []
     chosen = files.template or template(task)
     return ["train", "--wapiti", wapiti, "--template", str(chosen), "--task", task, "--seed", str(seed),
             *[a for role in ("train", "valid", "test") for a in (f"--{role}", files.textorch[role])],

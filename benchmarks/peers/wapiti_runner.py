@@ -37,6 +37,14 @@ else:
     from runner_common import emit as _emit, read_blocks, write_predictions
 
 GROBID_TRAINING = ("-e", "0.00001", "-w", "20", "-i", "2000")
+GROBID_MAX_ITERATIONS = 2000
+
+
+def training_parameters(max_iterations: int | None) -> list[str]:
+    """GROBID's training options, with ``-i`` lowered where a run is capped at the iterations
+    another seed fitted in its two hours (the issue's rule for runs GROBID's criterion does not stop)."""
+    cap = max_iterations or GROBID_MAX_ITERATIONS
+    return [*GROBID_TRAINING[:-1], str(cap)]
 """Epsilon, window and iteration cap of GROBID's ``WapitiTrainer`` (the rest: Wapiti's defaults,
 L-BFGS with its elastic-net penalty)."""
 
@@ -150,13 +158,14 @@ def cmd_train(args: argparse.Namespace) -> None:
     test = read_blocks(args.test)
     record = model.with_name(model.name + ".result.json")
     split = split_digest(blocks, test, args.template)
-    if args.reuse and _reused(record, split, args.predictions):
+    if args.reuse and _reused(record, split, args.predictions, args.iterations):
         return
     training_file = model.with_name(model.name + ".train")
     n_tokens = write_blocks(training_file, blocks)
     log = model.with_name(model.name + ".train.log")
+    parameters = training_parameters(args.iterations)
     cpu_before = children_cpu_s()
-    whole_s = run_timed([args.wapiti, "train", "--nthread", str(args.threads), *GROBID_TRAINING,
+    whole_s = run_timed([args.wapiti, "train", "--nthread", str(args.threads), *parameters,
                          "-p", args.template, str(training_file), str(model)], log, args.time_limit)
     train_rss, train_cpu_s = children_peak_rss_mb(), children_cpu_s() - cpu_before
     unlabelled = model.with_name(model.name + ".test.in")
@@ -167,7 +176,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     pred = read_labels(tagged, [len(lines) for lines in gold])
     write_predictions(args.predictions, to_iob2(gold), to_iob2(pred))
     payload = {"system": "wapiti", "task": args.task, "seed": args.seed, "template": args.template,
-          "training_parameters": list(GROBID_TRAINING), "iterations": last_iteration(log),
+          "training_parameters": parameters, "max_iterations": args.iterations, "iterations": last_iteration(log),
           "time_limit_s": args.time_limit, "stopped_at_time_limit": bool(args.time_limit and whole_s >= args.time_limit),
           "last_training_error": last_training_error(log),
           "n_train_sequences": len(blocks), "n_train_tokens": n_tokens, "whole_s": whole_s,
@@ -192,13 +201,15 @@ def split_digest(train: Sequence[Sequence[str]], test: Sequence[Sequence[str]], 
     return digest.hexdigest()
 
 
-def _reused(record: Path, split: str, predictions: str | None) -> bool:
+def _reused(record: Path, split: str, predictions: str | None, max_iterations: int | None = None) -> bool:
     """Emit a finished run of the same split (its record beside the model) instead of training
     again: GROBID's big models take Wapiti hours. False when there is none to reuse."""
     if not record.exists():
         return False
     payload = json.loads(record.read_text(encoding="utf-8"))
     if payload.get("split_digest") != split or not Path(payload.get("model_dir", "")).exists():
+        return False
+    if payload.get("max_iterations") != max_iterations:
         return False
     written = payload.pop("predictions", None)
     if predictions and written is not None:
@@ -238,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="stop the optimisation after this long (7200, two hours, for GROBID's big models): "
                         "the model of the last iteration is kept, its iteration count and training error reported")
+    p.add_argument("--iterations", type=int, default=None, metavar="N",
+                   help="wapiti's -i N in place of GROBID's 2000: the iterations another seed's two-hour run "
+                        "reached, for runs GROBID's criterion does not stop (reported as max_iterations)")
     p.set_defaults(run=cmd_train)
     p = commands.add_parser("measure")
     p.add_argument("--log", default=None, help="the command's output (default: discarded)")

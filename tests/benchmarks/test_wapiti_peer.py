@@ -396,3 +396,28 @@ def test_a_time_limit_stops_wapiti_with_its_model_and_a_finished_run_is_reused(t
     with pytest.raises(SystemExit, match="exit 9"):
         wapiti_runner.main([changed if a == files.textorch["test"] else a
                             for a in [a if a != str(slow) else str(broken) for a in argv]])
+
+
+def test_an_iteration_cap_replaces_grobids_2000_and_a_run_under_another_cap_is_not_reused(tmp_path, monkeypatch,
+                                                                                            capsys):
+    template = shared_template(tmp_path, monkeypatch)
+    files = split_files(tmp_path)
+    model = tmp_path / "models" / "header-s2.wapiti"
+    argv = ["train", "--wapiti", str(fake_wapiti(tmp_path)), "--template", str(template), "--task", "header",
+            "--seed", "2", "--train", files.textorch["train"], "--valid", files.textorch["valid"],
+            "--test", files.textorch["test"], "--model", str(model), "--reuse", "--iterations", "245"]
+    wapiti_runner.main(argv)
+    recorded = json.loads(model.read_text())
+    assert recorded["args"][recorded["args"].index("-i") + 1] == "245"
+    payload = json.loads(capsys.readouterr().out.split("BENCH_JSON ", 1)[1])
+    assert payload["max_iterations"] == 245 and payload["training_parameters"][-1] == "245"
+    broken = tmp_path / "broken-wapiti"
+    broken.write_text("#!/bin/sh\nexit 9\n", encoding="utf-8")
+    broken.chmod(0o755)
+    unbroken = [str(broken) if a == str(fake_wapiti(tmp_path)) else a for a in argv]
+    wapiti_runner.main(unbroken)  # same cap: reused, the broken binary never runs
+    assert json.loads(capsys.readouterr().out.split("BENCH_JSON ", 1)[1])["reused"]
+    with pytest.raises(SystemExit, match="exit 9"):  # GROBID's 2000 is another run: trained again
+        wapiti_runner.main(unbroken[:-2])
+    assert wapiti_peer.train_args(tmp_path, "w", "date", 2, files, tmp_path / "p.json", 7200.0, 245)[-4:] == [
+        "--time-limit", "7200.0", "--iterations", "245"]
