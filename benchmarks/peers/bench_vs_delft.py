@@ -31,7 +31,7 @@ from pathlib import Path
 from benchmarks.common import RESULTS, local_transformer, machine
 from benchmarks.peers import bench_data
 from benchmarks.peers import delft_env
-from benchmarks.peers import wapiti_peer
+from benchmarks.peers import wapiti_peer, wapiti_runner
 from benchmarks.peers.bench_table import build_rows, grobid_call_rows
 from benchmarks.peers.suite_results import f1_comparisons, print_tables, reprint
 from benchmarks.peers.suite_runner import Runner, allocator_env
@@ -197,7 +197,7 @@ def main() -> int:
                         help="stop each Wapiti training after this long (its model at that iteration kept and "
                              "reported with its iteration count and training error); a finished Wapiti run of the "
                              "same split in the work dir is reused, not trained again")
-    parser.add_argument("--wapiti-iterations", type=int, default=None, metavar="N",
+    parser.add_argument("--wapiti-iterations", type=wapiti_runner.iteration_count, default=None, metavar="N",
                         help="train Wapiti with -i N in place of GROBID's 2000: for further seeds of a big model, "
                              "the iterations its first seed reached in --wapiti-time-limit")
     parser.add_argument("--tag-tokens", type=int, default=None,

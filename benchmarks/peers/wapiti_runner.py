@@ -37,16 +37,27 @@ else:
     from runner_common import emit as _emit, read_blocks, write_predictions
 
 GROBID_TRAINING = ("-e", "0.00001", "-w", "20", "-i", "2000")
-GROBID_MAX_ITERATIONS = 2000
+"""Epsilon, window and iteration cap of GROBID's ``WapitiTrainer`` (the rest: Wapiti's defaults,
+L-BFGS with its elastic-net penalty)."""
 
 
 def training_parameters(max_iterations: int | None) -> list[str]:
-    """GROBID's training options, with ``-i`` lowered where a run is capped at the iterations
-    another seed fitted in its two hours (the issue's rule for runs GROBID's criterion does not stop)."""
-    cap = max_iterations or GROBID_MAX_ITERATIONS
-    return [*GROBID_TRAINING[:-1], str(cap)]
-"""Epsilon, window and iteration cap of GROBID's ``WapitiTrainer`` (the rest: Wapiti's defaults,
-L-BFGS with its elastic-net penalty)."""
+    """GROBID's training options, ``-i`` lowered to ``max_iterations`` where a run is capped
+    (further seeds of a big model at the iterations its first seed reached in two hours)."""
+    if max_iterations is None:
+        return list(GROBID_TRAINING)
+    return [*GROBID_TRAINING[:-1], str(max_iterations)]
+
+
+def iteration_count(text: str) -> int:
+    """An ``--iterations`` value: a whole number of at least 1 (argparse names the option on error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of iterations, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def emit(payload: dict, threads: int) -> None:
@@ -249,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="stop the optimisation after this long (7200, two hours, for GROBID's big models): "
                         "the model of the last iteration is kept, its iteration count and training error reported")
-    p.add_argument("--iterations", type=int, default=None, metavar="N",
+    p.add_argument("--iterations", type=iteration_count, default=None, metavar="N",
                    help="wapiti's -i N in place of GROBID's 2000: the iterations another seed's two-hour run "
                         "reached, for runs GROBID's criterion does not stop (reported as max_iterations)")
     p.set_defaults(run=cmd_train)

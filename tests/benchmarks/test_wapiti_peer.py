@@ -421,3 +421,12 @@ def test_an_iteration_cap_replaces_grobids_2000_and_a_run_under_another_cap_is_n
         wapiti_runner.main(unbroken[:-2])
     assert wapiti_peer.train_args(tmp_path, "w", "date", 2, files, tmp_path / "p.json", 7200.0, 245)[-4:] == [
         "--time-limit", "7200.0", "--iterations", "245"]
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "many"])
+def test_an_iteration_cap_below_one_or_not_a_number_is_refused_naming_the_option(bad, capsys):
+    with pytest.raises(SystemExit):
+        wapiti_runner.main(["train", "--wapiti", "w", "--template", "t", "--task", "header", "--seed", "2",
+                            "--train", "a", "--valid", "b", "--test", "c", "--model", "m", "--iterations", bad])
+    error = capsys.readouterr().err
+    assert "--iterations" in error and (repr(bad) in error or f"got {bad}" in error)
