@@ -160,6 +160,30 @@ def test_int32_rows_give_the_weights_and_gradients_int64_rows_give() -> None:
     assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
+def test_training_sums_skip_row_zero_and_dropped_features_and_leave_row_zero_untrained() -> None:
+    """In training each token sums the weights of its rows other than row 0 (padding, absent
+    features) and other than the features dropout leaves out (the same draw as a mask over the
+    rows); row 0 gets no gradient. Checked against the sums written out, token by token."""
+    from textorch.models.template_emissions import TemplateEmissions
+
+    rows = torch.randint(0, 30, (2, 6, 4))
+    rows[0, 0] = 0  # a token with no feature at all sums to zero
+    part = TemplateEmissions(30, 3, dropout=0.4)
+    with torch.no_grad():
+        part.weight.copy_(torch.randn(30, 3))
+        part.weight[0] = 0
+    torch.manual_seed(5)
+    out = part(rows)
+    torch.manual_seed(5)
+    kept = torch.rand(rows.reshape(-1, 4).shape) >= 0.4
+    flat = rows.reshape(-1, 4)
+    expected = torch.stack([part.weight[flat[i][kept[i] & (flat[i] != 0)]].sum(dim=0) for i in range(flat.shape[0])])
+    torch.testing.assert_close(out.reshape(-1, 3), expected)
+    assert out[0, 0].eq(0).all()
+    (out * torch.randn(out.shape)).sum().backward()
+    assert part.weight.grad[0].eq(0).all() and part.weight.grad[1:].abs().sum() > 0
+
+
 def test_batches_carry_the_encoded_int32_rows(tiny_grobid: Path) -> None:
     labeler = _trained(tiny_grobid)
     sequences = read_labelled(tiny_grobid).sequences

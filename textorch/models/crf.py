@@ -28,6 +28,7 @@ would underflow (:mod:`textorch.models.cpu_decoder`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
@@ -96,8 +97,8 @@ class CRF(nn.Module):
         if tags.shape != mask.shape:
             raise ValueError(f"tags shape {tuple(tags.shape)} != mask shape {tuple(mask.shape)}")
         trans, start, end = self._params(em.dtype)
-        alphas = self._forward_alphas(em, mask, trans, start)
-        log_z = torch.logsumexp(alphas[:, -1] + end, dim=-1)
+        *_, last_alpha = self._alpha_steps(em, mask, trans, start)
+        log_z = torch.logsumexp(last_alpha + end, dim=-1)
         return log_z - self._gold_score(em, tags, mask, trans, start, end)
 
     def decode(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -160,31 +161,43 @@ class CRF(nn.Module):
         )
 
     @staticmethod
+    def _alpha_steps(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor) -> Iterator[Tensor]:
+        """The log forward variables ``(B, T)`` one position at a time: alpha[b, j] sums the
+        scores of all prefixes ending in tag j there. Past a sequence's end the last value is
+        carried over, so the last one yielded is every sequence's final alpha whatever its length.
+
+        The positions come from one ``unbind``, not from indexing ``em[:, t]`` at each step: the
+        gradient of an index is a zero tensor of the whole ``(B, L, T)`` shape, so training on a
+        piece of ``L`` tokens would fill and add ``L`` of them (time quadratic in ``L``, a fifth of
+        a step on 1,000-token pieces); ``unbind``'s gradient is one ``stack``."""
+        emissions, valid = em.unbind(1), mask.unsqueeze(2).unbind(1)
+        alpha = start + emissions[0]
+        yield alpha
+        for em_t, valid_t in zip(emissions[1:], valid[1:]):
+            step = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + em_t
+            alpha = torch.where(valid_t, step, alpha)
+            yield alpha
+
+    @staticmethod
     def _forward_alphas(em: Tensor, mask: Tensor, trans: Tensor, start: Tensor) -> Tensor:
-        """Log forward variables ``(B, L, T)``: alpha[b, t, j] sums the scores of all
-        prefixes ending in tag j at t. Past a sequence's end the last value is carried
-        over, so ``alphas[:, -1]`` is every sequence's final alpha whatever its length."""
-        alpha = start + em[:, 0]
-        alphas = [alpha]
-        for t in range(1, em.size(1)):
-            step = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + em[:, t]
-            alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
-            alphas.append(alpha)
-        return torch.stack(alphas, dim=1)
+        """Every log forward variable, ``(B, L, T)`` (:meth:`_alpha_steps` stacked)."""
+        return torch.stack(list(CRF._alpha_steps(em, mask, trans, start)), dim=1)
 
     @staticmethod
     def _backward_betas(em: Tensor, mask: Tensor, trans: Tensor, end: Tensor) -> Tensor:
         """Log backward variables ``(B, L, T)``: beta[b, t, i] sums the scores of all
         suffixes after tag i at t, end score included. A step is taken only where the
         next position is valid, so beta equals the end score at each sequence's last
-        position (and beyond) with one shared loop for all lengths."""
-        batch, length, num_tags = em.shape
+        position (and beyond) with one shared loop for all lengths. Positions unbound once,
+        as in :meth:`_alpha_steps`."""
+        batch, _, num_tags = em.shape
+        emissions, valid = em.unbind(1), mask.unsqueeze(2).unbind(1)
         beta = end.expand(batch, num_tags)
         betas = [beta]
-        for t in range(length - 2, -1, -1):
-            nxt = (em[:, t + 1] + beta).unsqueeze(1)  # (B, 1, T): indexed by next tag j
+        for em_next, valid_next in zip(reversed(emissions[1:]), reversed(valid[1:])):
+            nxt = (em_next + beta).unsqueeze(1)  # (B, 1, T): indexed by next tag j
             step = torch.logsumexp(trans + nxt, dim=2)
-            beta = torch.where(mask[:, t + 1].unsqueeze(1), step, beta)
+            beta = torch.where(valid_next, step, beta)
             betas.append(beta)
         betas.reverse()
         return torch.stack(betas, dim=1)

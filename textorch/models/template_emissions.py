@@ -42,15 +42,25 @@ class TemplateEmissions(nn.Module):
 
     def forward(self, rows: torch.Tensor) -> torch.Tensor:
         b, l, k = rows.shape
-        if self.training and self.dropout > 0:
-            rows = rows * (torch.rand(rows.shape, device=rows.device) >= self.dropout)
+        if self.training:
+            return self._training_sum(rows).reshape(b, l, -1)
         # embedding_bag sums each token's K rows without materialising (B, L, K, labels). Row 0
-        # starts at zero and padding_idx keeps its gradient at zero in training; outside training
-        # the sum reads it as it is (zeros, the same sum), through embedding_bag's much faster
-        # kernel without padding_idx.
-        padding = 0 if self.training else None
-        summed = nn.functional.embedding_bag(rows.reshape(b * l, k), self.weight, mode="sum", padding_idx=padding)
-        return summed.reshape(b, l, -1)
+        # is zero (training never moves it), so outside training the sum reads it as it is.
+        return nn.functional.embedding_bag(rows.reshape(b * l, k), self.weight, mode="sum").reshape(b, l, -1)
+
+    def _training_sum(self, rows: torch.Tensor) -> torch.Tensor:
+        """Each token's sum over its rows other than row 0 (padding, absent and dropped features),
+        so row 0 gets no gradient and stays zero. The rows kept are handed over as one flat list
+        with each token's offset rather than with ``padding_idx=0``: embedding_bag takes a slow
+        kernel for ``padding_idx`` (several times the forward time here), and its backward then
+        sorts only the rows that count."""
+        flat = rows.reshape(-1, rows.shape[-1])
+        keep = flat != 0
+        if self.dropout > 0:
+            keep &= torch.rand(flat.shape, device=flat.device) >= self.dropout
+        counts = keep.sum(dim=1)
+        offsets = torch.cumsum(counts, dim=0) - counts
+        return nn.functional.embedding_bag(flat[keep], self.weight, offsets, mode="sum")
 
     def set_keys(self, keys: torch.Tensor) -> None:
         """Store the featurizer's fitted table (uint64 keys, viewed as int64 for safetensors)."""
