@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -87,35 +88,50 @@ def test_tag_conll_tokens_only(tiny_conll: Path, tmp_path: Path) -> None:
     assert [r[1] for r in rows] == [label for p in with_scores for label in p.labels]
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "textorch.cli.main", *args], capture_output=True, text=True, timeout=120)
+class _Result(NamedTuple):
+    returncode: int
+    stderr: str
 
 
-def test_unknown_architecture_names_the_choices(tiny_conll: Path, tmp_path: Path) -> None:
-    result = _run(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--architecture", "Nope"])
+def _run(args: list[str], capsys: pytest.CaptureFixture) -> _Result:
+    """The command in this process (a process start would cost more than the command): its exit
+    status, as ``main`` returns it or argparse exits with it, and what it wrote to stderr."""
+    capsys.readouterr()
+    try:
+        code = main(args)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    return _Result(code, capsys.readouterr().err)
+
+
+def test_unknown_architecture_names_the_choices(tiny_conll: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    result = _run(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--architecture", "Nope"], capsys)
     assert result.returncode == 2
     assert "BidLSTM_CRF" in result.stderr and "Nope" in result.stderr
 
 
 def test_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
-    result = _run(["seq", "train", "--train", str(tmp_path / "absent.train"), "--output", str(tmp_path / "m")])
+    # a real process, once: the exit status and stderr of `python -m textorch.cli.main` itself
+    result = subprocess.run([sys.executable, "-m", "textorch.cli.main", "seq", "train", "--train",
+                             str(tmp_path / "absent.train"), "--output", str(tmp_path / "m")],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "absent.train" in result.stderr and "not found" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_malformed_data_names_file_and_line(tmp_path: Path) -> None:
+def test_malformed_data_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     bad = tmp_path / "bad.train"
     bad.write_text("June june I-<month>\n12 12 I-<day>\n2005 I-<year>\n", encoding="utf-8")
-    result = _run(["seq", "train", "--train", str(bad), "--output", str(tmp_path / "m")])
+    result = _run(["seq", "train", "--train", str(bad), "--output", str(tmp_path / "m")], capsys)
     assert result.returncode == 2
     assert f"{bad}:3:" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "m").exists()
 
 
-def test_bad_option_value_exit_2(tiny_conll: Path, tmp_path: Path) -> None:
-    result = _run(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--batch-size", "0"])
+def test_bad_option_value_exit_2(tiny_conll: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    result = _run(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--batch-size", "0"], capsys)
     assert result.returncode == 2 and "--batch-size" in result.stderr
 
 
@@ -128,10 +144,10 @@ def test_bucket_batches_below_one_exits_2_and_writes_nothing(
     assert not (tmp_path / "m").exists()
 
 
-def test_missing_model_directory(tmp_path: Path) -> None:
+def test_missing_model_directory(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     text = tmp_path / "in.txt"
     text.write_text("hello\n")
-    result = _run(["seq", "tag", "--model", str(tmp_path / "nomodel"), "--input", str(text)])
+    result = _run(["seq", "tag", "--model", str(tmp_path / "nomodel"), "--input", str(text)], capsys)
     assert result.returncode == 2 and "nomodel" in result.stderr and "Traceback" not in result.stderr
 
 
