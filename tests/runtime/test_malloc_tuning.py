@@ -74,9 +74,11 @@ def test_other_c_libraries_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> No
     assert keep_freed_memory() is False
 
 
-# After a freed 8 MB block has moved glibc's threshold up, where does the next 4 MB block live?
-# mallinfo2's hblkhd counts the bytes in mapped blocks: held at 2 MB, the threshold maps it.
-PLACEMENT = textwrap.dedent("""
+# After a freed block of twice the held threshold has moved glibc's threshold up, where does the
+# next block of 1.5 times the held threshold live? mallinfo2's hblkhd counts the bytes in mapped
+# blocks: held, the threshold maps it; by glibc's own rule it goes to the heap.
+HELD = malloc_tuning.HELD_MMAP_THRESHOLD
+PLACEMENT = textwrap.dedent(f"""
     import ctypes, sys
     import numpy as np
     from textorch.runtime.malloc_tuning import bound_heap_growth
@@ -87,10 +89,10 @@ PLACEMENT = textwrap.dedent("""
                      "keepcost")]
     mallinfo2 = ctypes.CDLL(None).mallinfo2
     mallinfo2.restype = MallInfo2
-    big = np.ones(8 * 2**20 // 8); del big
+    big = np.ones({2 * HELD} // 8); del big
     before = mallinfo2().hblkhd
-    block = np.ones(4 * 2**20 // 8)
-    print(mallinfo2().hblkhd - before >= 4 * 2**20)
+    block = np.ones({3 * HELD // 2} // 8)
+    print(mallinfo2().hblkhd - before >= {3 * HELD // 2})
 """)
 
 

@@ -83,11 +83,13 @@ def keep_freed_memory() -> bool:
     return done
 
 
-HELD_MMAP_THRESHOLD = 2 * 2**20
+HELD_MMAP_THRESHOLD = 8 * 2**20
 """Blocks from here up are mapped while a training process runs. glibc's own starting value
 (128 KB) bounds the heap as well, but then every block a batch allocates is mapped and
-zero-filled afresh, which costs training much of its CPU time; from 2 MB up, the blocks that
-leave the large holes are still mapped and the many smaller ones reuse the heap
+zero-filled afresh, which costs training much of its CPU time. From 8 MB up, the blocks that leave
+the large holes (a whole template table's gradient, a batch's character tensors) are still mapped,
+while a batch's activations of a few megabytes, allocated and freed many times a step, reuse the
+heap: most of glibc's own speed for a few per cent more memory where 2 MB held it lower still
 (docs/performance.md, "GROBID's big models", training memory)."""
 
 
