@@ -6,9 +6,10 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -199,3 +200,26 @@ def file_size_limit(size: int) -> Iterator[None]:
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, previous)
+
+
+class CliResult(NamedTuple):
+    returncode: int
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture) -> Callable[[list[str]], CliResult]:
+    """``run_cli(args)``: a command in this process (a process start would cost more than the
+    command), its exit status as ``main`` returns it or argparse exits with it, and what it wrote
+    to stderr. tests/cli/test_cli.py keeps one real ``python -m textorch.cli.main`` process."""
+    from textorch.cli.main import main
+
+    def run(args: list[str]) -> CliResult:
+        capsys.readouterr()
+        try:
+            code = main(args)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        return CliResult(code, capsys.readouterr().err)
+
+    return run

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
@@ -119,24 +118,8 @@ def test_architectures_lists_every_name(capsys: pytest.CaptureFixture) -> None:
     assert len(CLS_ARCHITECTURES) == 11
 
 
-class _Result(NamedTuple):
-    returncode: int
-    stderr: str
-
-
-def _run(args: list[str], capsys: pytest.CaptureFixture) -> _Result:
-    """The command in this process (a process start would cost more than the command): its exit
-    status, as ``main`` returns it or argparse exits with it, and what it wrote to stderr."""
-    capsys.readouterr()
-    try:
-        code = main(args)
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    return _Result(code, capsys.readouterr().err)
-
-
-def test_missing_column_exits_2_with_file_and_line(tiny_csv: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    result = _run(["cls", "train", "--train", str(tiny_csv), "--output", str(tmp_path / "m"), "--label-column", "sentiment"], capsys)
+def test_missing_column_exits_2_with_file_and_line(tiny_csv: Path, tmp_path: Path, run_cli) -> None:
+    result = run_cli(["cls", "train", "--train", str(tiny_csv), "--output", str(tmp_path / "m"), "--label-column", "sentiment"])
     assert result.returncode == 2
     assert f"{tiny_csv}:1: no label column 'sentiment'; the header has: text, label" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "m").exists()

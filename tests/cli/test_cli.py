@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
@@ -88,24 +87,8 @@ def test_tag_conll_tokens_only(tiny_conll: Path, tmp_path: Path) -> None:
     assert [r[1] for r in rows] == [label for p in with_scores for label in p.labels]
 
 
-class _Result(NamedTuple):
-    returncode: int
-    stderr: str
-
-
-def _run(args: list[str], capsys: pytest.CaptureFixture) -> _Result:
-    """The command in this process (a process start would cost more than the command): its exit
-    status, as ``main`` returns it or argparse exits with it, and what it wrote to stderr."""
-    capsys.readouterr()
-    try:
-        code = main(args)
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    return _Result(code, capsys.readouterr().err)
-
-
-def test_unknown_architecture_names_the_choices(tiny_conll: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    result = _run(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--architecture", "Nope"], capsys)
+def test_unknown_architecture_names_the_choices(tiny_conll: Path, tmp_path: Path, run_cli) -> None:
+    result = run_cli(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--architecture", "Nope"])
     assert result.returncode == 2
     assert "BidLSTM_CRF" in result.stderr and "Nope" in result.stderr
 
@@ -120,18 +103,18 @@ def test_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_malformed_data_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_malformed_data_names_file_and_line(tmp_path: Path, run_cli) -> None:
     bad = tmp_path / "bad.train"
     bad.write_text("June june I-<month>\n12 12 I-<day>\n2005 I-<year>\n", encoding="utf-8")
-    result = _run(["seq", "train", "--train", str(bad), "--output", str(tmp_path / "m")], capsys)
+    result = run_cli(["seq", "train", "--train", str(bad), "--output", str(tmp_path / "m")])
     assert result.returncode == 2
     assert f"{bad}:3:" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "m").exists()
 
 
-def test_bad_option_value_exit_2(tiny_conll: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    result = _run(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--batch-size", "0"], capsys)
+def test_bad_option_value_exit_2(tiny_conll: Path, tmp_path: Path, run_cli) -> None:
+    result = run_cli(["seq", "train", "--train", str(tiny_conll), "--output", str(tmp_path / "m"), "--batch-size", "0"])
     assert result.returncode == 2 and "--batch-size" in result.stderr
 
 
@@ -144,10 +127,10 @@ def test_bucket_batches_below_one_exits_2_and_writes_nothing(
     assert not (tmp_path / "m").exists()
 
 
-def test_missing_model_directory(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_missing_model_directory(tmp_path: Path, run_cli) -> None:
     text = tmp_path / "in.txt"
     text.write_text("hello\n")
-    result = _run(["seq", "tag", "--model", str(tmp_path / "nomodel"), "--input", str(text)], capsys)
+    result = run_cli(["seq", "tag", "--model", str(tmp_path / "nomodel"), "--input", str(text)])
     assert result.returncode == 2 and "nomodel" in result.stderr and "Traceback" not in result.stderr
 
 

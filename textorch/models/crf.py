@@ -168,8 +168,8 @@ class CRF(nn.Module):
 
         The positions come from one ``unbind``, not from indexing ``em[:, t]`` at each step: the
         gradient of an index is a zero tensor of the whole ``(B, L, T)`` shape, so training on a
-        piece of ``L`` tokens would fill and add ``L`` of them (time quadratic in ``L``, a fifth of
-        a step on 1,000-token pieces); ``unbind``'s gradient is one ``stack``."""
+        piece of ``L`` tokens would fill and add ``L`` of them (time quadratic in ``L``);
+        ``unbind``'s gradient is one ``stack`` (docs/performance.md, "GROBID's big models")."""
         emissions, valid = em.unbind(1), mask.unsqueeze(2).unbind(1)
         alpha = start + emissions[0]
         yield alpha

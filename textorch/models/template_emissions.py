@@ -51,9 +51,8 @@ class TemplateEmissions(nn.Module):
     def _training_sum(self, rows: torch.Tensor) -> torch.Tensor:
         """Each token's sum over its rows other than row 0 (padding, absent and dropped features),
         so row 0 gets no gradient and stays zero. The rows kept are handed over as one flat list
-        with each token's offset rather than with ``padding_idx=0``: embedding_bag takes a slow
-        kernel for ``padding_idx`` (several times the forward time here), and its backward then
-        sorts only the rows that count."""
+        with each token's offset rather than with ``padding_idx=0``, for which embedding_bag takes
+        a much slower kernel; its backward then sorts only the rows that count."""
         flat = rows.reshape(-1, rows.shape[-1])
         keep = flat != 0
         if self.dropout > 0:

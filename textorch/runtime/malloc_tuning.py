@@ -89,8 +89,8 @@ HELD_MMAP_THRESHOLD = 8 * 2**20
 zero-filled afresh, which costs training much of its CPU time. From 8 MB up, the blocks that leave
 the large holes (a whole template table's gradient, a batch's character tensors) are still mapped,
 while a batch's activations of a few megabytes, allocated and freed many times a step, reuse the
-heap: most of glibc's own speed for a few per cent more memory where 2 MB held it lower still
-(docs/performance.md, "GROBID's big models", training memory)."""
+heap: most of glibc's own speed, for a bounded heap a little larger than a lower threshold
+gives (docs/performance.md, "GROBID's big models", training memory)."""
 
 
 def bound_heap_growth() -> bool:
